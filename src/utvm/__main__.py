@@ -1,0 +1,5 @@
+import sys
+
+from utvm.cli import main
+
+sys.exit(main())

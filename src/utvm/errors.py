@@ -1,0 +1,114 @@
+"""The one exception hierarchy of utvm.
+
+Every error utvm raises on purpose derives from `UtvmError`, and says whose fault it was:
+`Local*` errors are misuse of the API by the caller, `Remote*` errors are a peer (the device, a model file)
+misbehaving. Add new classes here, next to their family; never define exception roots elsewhere.
+"""
+
+from __future__ import annotations
+
+
+class UtvmError(Exception):
+    """Root of every error utvm raises on purpose."""
+
+
+# --- runtime system -------------------------------------------------------------------------------------
+class RuntimeSystemError(UtvmError):
+    """Misuse of the runtime system: unknown global, bad argument type, wrong arity."""
+
+
+class FunctionNotFoundError(RuntimeSystemError, KeyError):
+    """A global function or module function name that is not registered."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class ArgumentError(RuntimeSystemError, TypeError):
+    """A PackedFunc argument of an unsupported type or a wrong number of arguments."""
+
+
+class CRTError(UtvmError):
+    """A C runtime call returned an error code; carries the code and TVMGetLastError()'s text."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class BuildError(UtvmError):
+    """A C build (CRT, firmware, generated code) failed; the message carries the compiler output."""
+
+
+# --- the link (framing, session, RPC) ---------------------------------------------------------------------
+class ProtocolError(UtvmError):
+    """A violation of the wire protocol (framing, session or RPC)."""
+
+
+class LocalProtocolError(ProtocolError):
+    """We tried to do something the protocol does not allow (API misuse)."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent bytes that break the protocol."""
+
+
+class SessionError(UtvmError):
+    """A session-level failure."""
+
+
+class SessionTerminatedError(SessionError):
+    """The peer terminated the session (e.g. the device reset)."""
+
+
+class SessionTimeoutError(SessionError, TimeoutError):
+    """A wait on the link timed out; the message names what was awaited."""
+
+
+LinkTimeoutError = SessionTimeoutError
+
+
+class RemoteError(UtvmError):
+    """The device answered with an Exception; carries the device's text."""
+
+
+class TransportError(UtvmError):
+    """The byte transport failed (closed pipe, serial error, process exited)."""
+
+
+# --- models and compilation ------------------------------------------------------------------------------
+class ModelError(UtvmError):
+    """A problem with a model given to utvm."""
+
+
+class ModelFormatError(ModelError):
+    """A model file that is truncated, corrupt or not what it claims to be."""
+
+
+class UnsupportedModelError(ModelError):
+    """A well-formed model that uses something utvm does not support."""
+
+
+class UnsupportedOperatorError(UnsupportedModelError):
+    """An operator utvm cannot import; names the op, the node index and the supported set."""
+
+    def __init__(self, op: str, node: int | str, supported: list[str] | tuple[str, ...] = ()) -> None:
+        self.op = op
+        self.node = node
+        self.supported = tuple(sorted(supported))
+        msg = f"unsupported operator {op!r} at node {node}"
+        if self.supported:
+            msg += f"; supported operators: {', '.join(self.supported)}"
+        super().__init__(msg)
+
+
+class GraphError(ModelError):
+    """An ill-formed graph (shape or dtype mismatch); the message names the node."""
+
+
+class CompileError(UtvmError):
+    """The compiler could not generate code for a graph."""
+
+
+class PlatformError(UtvmError):
+    """A platform could not generate, build or start firmware."""
