@@ -1,0 +1,142 @@
+"""Building C from Python: locating the CRT, running its make build, compiling and linking, caching.
+
+Every C build utvm does goes through here, so flags, caching and error reporting are uniform:
+- `crt_dir()`: the CRT shipped as package data (`utvm/crt`).
+- `make_crt_libs(...)`: the CRT's own standalone make build (the same one users run).
+- `compile_link(...)`: compile C sources and link an executable or a shared library.
+- Outputs are cached under `cache_dir()` by a content hash of every input (sources, headers, flags,
+  compiler version), so rebuilding is a dictionary lookup. Set UTVM_CACHE_DIR to move the cache.
+A failed build raises `BuildError` carrying the command and the compiler's output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable, Sequence
+from functools import cache
+from pathlib import Path
+
+from utvm.errors import BuildError
+
+WARNING_FLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic")
+SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all")
+
+
+def crt_dir() -> Path:
+    """The standalone C runtime shipped inside the package."""
+    return Path(__file__).resolve().parent.parent / "crt"
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("UTVM_CACHE_DIR")
+    base = Path(root) if root else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "utvm"
+    base.mkdir(parents=True, exist_ok=True)
+    return base
+
+
+@cache
+def compiler_version(cc: str) -> str:
+    try:
+        return subprocess.run([cc, "--version"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise BuildError(f"C compiler {cc!r} is not usable: {exc}") from exc
+
+
+def hash_inputs(paths: Iterable[Path], extra: Iterable[str] = ()) -> str:
+    """Content hash of files (and every file under directories) plus extra strings."""
+    h = hashlib.sha256()
+    files: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            files.extend(sorted(q for q in p.rglob("*") if q.is_file() and "__pycache__" not in q.parts))
+        elif p.exists():
+            files.append(p)
+    for f in files:
+        h.update(str(f.name).encode())
+        h.update(f.read_bytes())
+    for e in extra:
+        h.update(b"\0" + e.encode())
+    return h.hexdigest()[:20]
+
+
+def run(cmd: Sequence[str], cwd: Path | None = None, what: str = "build") -> str:
+    """Run a build command; raise BuildError with its output if it fails."""
+    proc = subprocess.run(list(map(str, cmd)), cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BuildError(
+            f"{what} failed (exit {proc.returncode}): {' '.join(map(str, cmd))}\n{proc.stdout}{proc.stderr}".rstrip()
+        )
+    return proc.stdout
+
+
+def make_crt_libs(
+    build_dir: Path,
+    crt_config_dir: Path,
+    libs: Sequence[str] = ("common", "memory"),
+    cc: str = "gcc",
+    cflags: Sequence[str] = (),
+    ar: str = "ar",
+) -> dict[str, Path]:
+    """Build CRT static libraries with the CRT's own Makefile; returns {lib: path/to/lib<lib>.a}."""
+    build_dir.mkdir(parents=True, exist_ok=True)
+    cmd = ["make", "-s", "-C", str(crt_dir()), f"CRT_CONFIG={crt_config_dir}", f"BUILD_DIR={build_dir}",
+           f"CC={cc}", f"AR={ar}", f"EXTRA_CFLAGS={' '.join(cflags)}", *libs]
+    run(cmd, what=f"CRT build ({', '.join(libs)})")
+    return {lib: build_dir / f"lib{lib}.a" for lib in libs}
+
+
+def compile_link(
+    sources: Sequence[Path],
+    output: Path,
+    include_dirs: Sequence[Path] = (),
+    defines: Sequence[str] = (),
+    cflags: Sequence[str] = (),
+    ldflags: Sequence[str] = (),
+    libs: Sequence[Path] = (),
+    shared: bool = False,
+    cc: str = "gcc",
+) -> Path:
+    """Compile and link `sources` (+ static `libs`) into an executable or, with shared=True, a .so."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [cc, *cflags]
+    if shared:
+        cmd += ["-shared", "-fPIC"]
+    cmd += [f"-I{d}" for d in include_dirs] + [f"-D{d}" for d in defines]
+    cmd += [str(s) for s in sources]
+    # Static CRT libraries are wrapped in a group: their objects reference each other.
+    if libs:
+        cmd += ["-Wl,--start-group", *map(str, libs), "-Wl,--end-group"]
+    cmd += ["-o", str(output), *ldflags]
+    run(cmd, what=f"compiling {output.name}")
+    return output
+
+
+def cached_build(key_inputs: Iterable[Path], key_extra: Iterable[str], name: str, builder) -> Path:  # noqa: ANN001
+    """Return cache_dir()/<hash>/<name>, calling builder(tmp_dir) -> Path to create it on a miss.
+
+    The build happens in a temporary directory renamed into place, so concurrent builds never see a
+    half-written output.
+    """
+    key = hash_inputs(key_inputs, key_extra)
+    final_dir = cache_dir() / f"{Path(name).stem}-{key}"
+    target = final_dir / name
+    if target.exists():
+        return target
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=cache_dir()))
+    try:
+        built = builder(tmp)
+        if built != tmp / name:
+            shutil.copy2(built, tmp / name)
+        try:
+            tmp.rename(final_dir)
+        except OSError:  # another process won the race; theirs is identical
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
