@@ -112,3 +112,21 @@ class CompileError(UtvmError):
 
 class PlatformError(UtvmError):
     """A platform could not generate, build or start firmware."""
+
+
+# --- runtime system (appended by the runtime; keep with its family above when merging) -------------------
+class DataTypeError(RuntimeSystemError, ValueError):
+    """A data type string or DLDataType that is malformed or unsupported; the message names it."""
+
+
+class ArrayError(RuntimeSystemError, ValueError):
+    """An NDArray operation that cannot be done: mismatched shape, unsupported dtype or device."""
+
+
+class CRTArgumentError(CRTError, ArgumentError):
+    """A C function rejected its arguments (wrong number or type); names the function."""
+
+
+# --- the link (appended by the RPC client; keep with its family above when merging) -----------------------
+class LinkClosedError(SessionTerminatedError, TransportError):
+    """The byte stream ended: the device process exited, the socket or serial port closed."""

@@ -15,7 +15,9 @@ SUBCOMMANDS = ("info", "compile", "run", "deploy", "size", "build_device", "benc
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="utvm", description="Compile ML models to C and run them on microcontrollers.")
+    parser = argparse.ArgumentParser(
+        prog="utvm", description="Compile ML models to C and run them on microcontrollers."
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         try:

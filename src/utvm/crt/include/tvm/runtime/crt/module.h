@@ -1,10 +1,18 @@
 /*
  * tvm/runtime/crt/module.h -- CRT modules: a module is a function registry.
+ *
+ * A module is registered once into a table of TVM_CRT_MAX_REGISTERED_MODULES slots and named by a
+ * TVMModuleHandle. Handles are opaque 32-bit values, never NULL: ((module_index | 0x8000) << 16), i.e.
+ * a function handle (DESIGN.md §4) whose function half is empty, so one can never pass for the other.
+ * A module struct may embed TVMModule as its first member to carry more state; module functions receive
+ * the TVMModule* as their resource_handle.
  */
 #ifndef TVM_RUNTIME_CRT_MODULE_H_
 #define TVM_RUNTIME_CRT_MODULE_H_
 
 #include <tvm/runtime/c_runtime_api.h>
+#include <tvm/runtime/crt/compiler.h>
+#include <tvm/runtime/crt/error_codes.h>
 #include <tvm/runtime/crt/func_registry.h>
 
 #ifdef __cplusplus
@@ -19,6 +27,11 @@ typedef struct TVMModule {
 /*! \brief The system library: generated code defines it. Firmware without a system library links
  * a weak default returning NULL, and runtime.SystemLib then fails with kTvmErrorSystemLibMissing. */
 const TVMModule* TVMSystemLibEntryPoint(void);
+
+/*! \brief Register `mod` (static storage, not owned) and return its handle. Registering the same module
+ * again returns the same handle. kTvmErrorModuleRegistryFull when every slot is taken,
+ * kTvmErrorPlatformInvalidArgument for a NULL module or a module without a registry. Sets the last error. */
+TVM_CRT_WARN_UNUSED tvm_crt_error_t TVMModCreateFromCModule(const TVMModule* mod, TVMModuleHandle* out_handle);
 
 #ifdef __cplusplus
 }

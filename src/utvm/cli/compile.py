@@ -1,0 +1,85 @@
+"""`utvm compile MODEL -o OUT.tar`: compile a .tflite/.onnx model to a Model Library Format archive.
+
+    utvm compile kws_ref_model.tflite -o kws.tar --model-name kws --unpacked-api --interface-api c
+
+Progress goes to stderr, one line per stage; the summary (ops, fused ops, workspace against its lower
+bound, constant bytes) goes to stdout. `--dump-ir` prints the graph after every pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from utvm.compiler import memory
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("compile", help="compile a model to C (Model Library Format tar)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="a .tflite or .onnx model")
+    add_compile_options(p)
+    p.add_argument("-o", "--output", help="the MLF tar to write (default: <model stem>.tar)")
+    p.add_argument("--dump-ir", action="store_true", help="print the graph after import and after every pass")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=run)
+
+
+def add_compile_options(p: argparse.ArgumentParser) -> None:
+    """The compile flags, shared with `utvm run` (which compiles when given a model)."""
+    p.add_argument("--model-name", default="default", help="prefix of every generated symbol (tvmgen_<name>_...)")
+    p.add_argument("--executor", default="aot", choices=("aot",), help="executor (default: aot)")
+    p.add_argument("--unpacked-api", action="store_true",
+                   help="operators take raw pointers (no DLTensor/TVMValue in operator code)")
+    p.add_argument("--interface-api", default="packed", choices=("packed", "c"),
+                   help="entry point: a PackedFunc (packed) or tvmgen_<m>_run over structs (c; needs --unpacked-api)")
+    p.add_argument("--workspace", default="static", choices=("static", "user"),
+                   help="workspace pool generated into the code (static) or given by the application via "
+                        "TVMContext (user; needs --interface-api c)")
+    p.add_argument("--memory-planner", default=memory.DEFAULT_ALGORITHM, choices=tuple(memory.ALGORITHMS),
+                   help=f"static memory planning algorithm (default: {memory.DEFAULT_ALGORITHM})")
+    p.add_argument("--rounding", default="single", choices=("single", "double"),
+                   help="requantization rounding: single (TFLite/LiteRT) or double (gemmlowp/TFLM)")
+
+
+def compile_from_args(args: argparse.Namespace, model: Path, say=None):  # noqa: ANN001, ANN201
+    """Import `model` and compile it with the flags in `args`; returns a CompiledModel."""
+    from utvm.compiler import compile as compile_graph
+    from utvm.frontend import load
+
+    say = say or (lambda _m: None)
+    t0 = time.monotonic()
+    say(f"importing {model}")
+    graph = load(model)
+    say(f"imported {len(graph.nodes)} ops, {len(graph.tensors)} tensors ({time.monotonic() - t0:.2f} s)")
+
+    def dump(name: str, g) -> None:  # noqa: ANN001
+        print(f"--- IR after {name} ({len(g.nodes)} ops) ---")
+        print(g.dump())
+
+    return compile_graph(graph, model_name=args.model_name, executor=args.executor, unpacked_api=args.unpacked_api,
+                         interface_api=args.interface_api, workspace=args.workspace,
+                         memory_planner=args.memory_planner, rounding=args.rounding, progress=say,
+                         dump_ir=dump if getattr(args, "dump_ir", False) else None)
+
+
+def run(args: argparse.Namespace) -> int:
+    from utvm.mlf import export_model_library_format
+
+    model = Path(args.model)
+    out = Path(args.output) if args.output else Path(model.stem + ".tar")
+    t0 = time.monotonic()
+
+    def say(msg: str) -> None:
+        if not args.quiet:
+            print(f"[{time.monotonic() - t0:6.2f}s] {msg}", file=sys.stderr, flush=True)
+
+    compiled = compile_from_args(args, model, say)
+    say(f"writing {out}")
+    export_model_library_format(compiled, out)
+    print(compiled.summary())
+    print(f"wrote {out} ({out.stat().st_size} bytes): {', '.join(sorted(compiled.sources))}, "
+          f"{compiled.header_name}")
+    return 0

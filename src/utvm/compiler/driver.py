@@ -1,0 +1,332 @@
+"""`utvm.compiler.compile`: Graph -> CompiledModel (C sources, model header, metadata, memory plan).
+
+Stages, each reported through `progress(message)`:
+  passes (compiler/pipeline.py PIPELINE, printed after each pass with dump_ir) -> lowering (one kernel
+  per node, aliases, in-place) -> static memory plan -> C for the chosen convention -> header + metadata.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import utvm
+from utvm.compiler import codegen, memory
+from utvm.compiler.header import ModelInterface, header_source, model_interface
+from utvm.compiler.lower import Lowered, MemoryPlan, lower
+from utvm.errors import CompileError
+from utvm.ir.graph import Graph
+
+EXECUTORS = ("aot",)
+INTERFACE_APIS = ("packed", "c")
+WORKSPACES = ("static", "user")
+ROUNDINGS = ("single", "double")
+MLF_VERSION = 7
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class CompileOptions:
+    model_name: str = "default"
+    executor: str = "aot"
+    unpacked_api: bool = False
+    interface_api: str = "packed"
+    workspace: str = "static"
+    memory_planner: str = memory.DEFAULT_ALGORITHM
+    rounding: str = "single"
+
+    def validate(self) -> None:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.model_name):
+            raise CompileError(f"model name {self.model_name!r} must be a C identifier ([A-Za-z_][A-Za-z0-9_]*)")
+        if self.executor not in EXECUTORS:
+            raise CompileError(f"executor {self.executor!r} is not supported; choose one of {', '.join(EXECUTORS)}")
+        if self.interface_api not in INTERFACE_APIS:
+            raise CompileError(f"interface API {self.interface_api!r}: choose one of {', '.join(INTERFACE_APIS)}")
+        if self.interface_api == "c" and not self.unpacked_api:
+            raise CompileError("--interface-api c requires --unpacked-api (the C interface calls unpacked operators)")
+        if self.workspace not in WORKSPACES:
+            raise CompileError(f"workspace {self.workspace!r}: choose one of {', '.join(WORKSPACES)}")
+        if self.workspace == "user" and self.interface_api != "c":
+            raise CompileError("--workspace user requires --interface-api c (the workspace comes from the "
+                               "TVMContext given to TVMExecute)")
+        if self.memory_planner not in memory.ALGORITHMS:
+            raise CompileError(f"memory planner {self.memory_planner!r}: choose one of {', '.join(memory.ALGORITHMS)}")
+        if self.rounding not in ROUNDINGS:
+            raise CompileError(f"rounding {self.rounding!r}: choose one of {', '.join(ROUNDINGS)}")
+
+    @property
+    def convention(self) -> str:
+        """'packed', 'unpacked' or 'c' (the RFC's three conventions)."""
+        if self.interface_api == "c":
+            return "c"
+        return "unpacked" if self.unpacked_api else "packed"
+
+
+@dataclass(frozen=True, slots=True)
+class TensorInfo:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorInfo:
+    """One generated operator function: what it computes and the arguments of its packed form."""
+
+    name: str
+    op: str
+    node: str  # the node's label
+    inputs: tuple[TensorInfo, ...]  # run-time inputs (constants are baked in)
+    outputs: tuple[TensorInfo, ...]
+    scratch_bytes: int
+    inplace: bool
+
+    @property
+    def args(self) -> tuple[TensorInfo, ...]:
+        """Packed arguments in order: inputs, outputs, then the scratch buffer (uint8) if any."""
+        extra = (TensorInfo("scratch", (self.scratch_bytes,), "uint8"),) if self.scratch_bytes else ()
+        return (*self.inputs, *self.outputs, *extra)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"function_name": self.name, "op": self.op, "node": self.node,
+                "inputs": [t.to_json() for t in self.inputs], "outputs": [t.to_json() for t in self.outputs],
+                "scratch_bytes": self.scratch_bytes, "inplace": self.inplace,
+                "workspace": [{"device": 1, "workspace_size_bytes": self.scratch_bytes}]}
+
+
+@dataclass
+class CompiledModel:
+    """Everything `compile` produces; `export_model_library_format` writes it as an MLF tar."""
+
+    options: CompileOptions
+    graph: Graph  # after the passes (what the C computes)
+    source_graph: Graph  # as imported
+    sources: dict[str, str]  # codegen/host/src/<name> -> C
+    includes: dict[str, str]  # codegen/host/include/<name> -> C
+    metadata: dict[str, Any]
+    plan: MemoryPlan
+    operators: tuple[OperatorInfo, ...]
+    interface: ModelInterface
+    system_lib_functions: tuple[str, ...]
+    pass_log: list[tuple[str, int]] = field(default_factory=list)
+    constant_bytes: int = 0
+
+    @property
+    def model_name(self) -> str:
+        return self.options.model_name
+
+    @property
+    def prefix(self) -> str:
+        return f"tvmgen_{self.model_name}"
+
+    @property
+    def run_function(self) -> str:
+        """Name of the packed run function in the system library (inputs..., outputs... as DLTensors)."""
+        return f"{self.prefix}_run"
+
+    @property
+    def main_function(self) -> str:
+        return f"{self.prefix}___tvm_main__"
+
+    @property
+    def header_name(self) -> str:
+        return f"{self.prefix}.h"
+
+    def write_sources(self, directory: Path) -> tuple[list[Path], Path]:
+        """Write src/*.c and include/*.h under `directory`; returns (C files, include dir)."""
+        src, inc = Path(directory) / "src", Path(directory) / "include"
+        src.mkdir(parents=True, exist_ok=True)
+        inc.mkdir(parents=True, exist_ok=True)
+        files = []
+        for name, text in self.sources.items():
+            (src / name).write_text(text)
+            files.append(src / name)
+        for name, text in self.includes.items():
+            (inc / name).write_text(text)
+        return files, inc
+
+    def summary(self) -> str:
+        p = self.plan
+        n_in = self.pass_log[0][1] if self.pass_log else len(self.source_graph.nodes)
+        lines = [
+            f"model {self.model_name}: {n_in} ops imported -> {len(self.operators)} operator functions "
+            f"({n_in - len(self.graph.nodes)} fused or folded away, {p.aliases} reshape aliases, "
+            f"{p.inplace} in place)",
+            f"convention: {self.options.convention} (executor {self.options.executor}, "
+            f"{'unpacked' if self.options.unpacked_api else 'packed'} API, interface {self.options.interface_api}, "
+            f"workspace {self.options.workspace}, rounding {self.options.rounding})",
+            f"workspace: {p.workspace_bytes} bytes, lower bound {p.lower_bound_bytes} bytes "
+            f"({p.algorithm}{', optimal' if p.optimal else ''}; without reuse {p.no_reuse_bytes} bytes)",
+            f"constants: {self.constant_bytes} bytes",
+            f"io: {sum(x.size for x in self.interface.inputs)} bytes in, "
+            f"{sum(x.size for x in self.interface.outputs)} bytes out",
+        ]
+        return "\n".join(lines)
+
+
+# --- passes ---------------------------------------------------------------------------------------------------
+
+def _pipeline() -> list[tuple[str, Callable[[Graph], Graph]]]:
+    try:
+        pipeline = importlib.import_module("utvm.compiler.pipeline")
+    except ModuleNotFoundError as exc:
+        if exc.name != "utvm.compiler.pipeline":
+            raise
+        return []
+    out = []
+    for p in pipeline.PIPELINE:
+        if isinstance(p, tuple):
+            out.append((str(p[0]), p[1]))
+        else:
+            out.append((getattr(p, "name", None) or getattr(p, "__name__", repr(p)), p))
+    return out
+
+
+def run_passes(graph: Graph, progress: Progress | None = None,
+               dump_ir: Callable[[str, Graph], None] | None = None) -> tuple[Graph, list[tuple[str, int]]]:
+    log = [("import", len(graph.nodes))]
+    if dump_ir:
+        dump_ir("import", graph)
+    for name, fn in _pipeline():
+        if progress:
+            progress(f"pass {name}")
+        graph = fn(graph)
+        log.append((name, len(graph.nodes)))
+        if dump_ir:
+            dump_ir(name, graph)
+    return graph, log
+
+
+# --- compile ------------------------------------------------------------------------------------------------
+
+def compile(  # noqa: A001 - the public name the brief and DESIGN use
+    graph: Graph,
+    model_name: str = "default",
+    executor: str = "aot",
+    unpacked_api: bool = False,
+    interface_api: str = "packed",
+    workspace: str = "static",
+    memory_planner: str = memory.DEFAULT_ALGORITHM,
+    rounding: str = "single",
+    progress: Progress | None = None,
+    dump_ir: Callable[[str, Graph], None] | None = None,
+    passes: bool = True,
+) -> CompiledModel:
+    """Compile `graph` to C for the AOT executor (DESIGN.md §6-8)."""
+    opts = CompileOptions(model_name, executor, unpacked_api, interface_api, workspace, memory_planner, rounding)
+    opts.validate()
+    source = graph
+    if passes:
+        graph, log = run_passes(graph, progress, dump_ir)
+    else:
+        log = [("import", len(graph.nodes))]
+    if progress:
+        progress("lowering")
+    lowered = lower(graph, model_name, rounding, memory_planner, progress)
+    if progress:
+        p = lowered.plan
+        progress(f"memory plan ({memory_planner}): {p.workspace_bytes} bytes, lower bound {p.lower_bound_bytes}")
+    return _emit(source, lowered, opts, log)
+
+
+def _emit(source: Graph, lowered: Lowered, opts: CompileOptions, log: list[tuple[str, int]]) -> CompiledModel:
+    graph = lowered.graph
+    iface = model_interface(graph, opts.model_name)
+    cg_opts = codegen.Options(opts.model_name, opts.unpacked_api, opts.interface_api, opts.workspace, opts.rounding,
+                              utvm.__version__)
+    prefix = f"tvmgen_{opts.model_name}"
+    sources = {
+        f"{prefix}_ops.c": codegen.ops_source(lowered, cg_opts),
+        f"{prefix}_main.c": codegen.main_source(lowered, cg_opts, iface),
+        f"{prefix}_system_lib.c": codegen.system_lib_source(lowered, cg_opts, iface),
+    }
+    operators = tuple(
+        OperatorInfo(
+            f.name, f.node.op, f.node.label(f.node_index),
+            tuple(TensorInfo(t, graph.tensor(t).shape, graph.tensor(t).dtype) for t in f.inputs),
+            tuple(TensorInfo(t, graph.tensor(t).shape, graph.tensor(t).dtype) for t in f.outputs),
+            f.code.scratch_bytes,
+            any(lowered.plan.locations.get(f.outputs[0]) == lowered.plan.locations.get(x) for x in f.inputs)
+            if f.outputs else False,
+        )
+        for f in lowered.funcs)
+    constant_bytes = lowered.ops_file.constant_bytes + sum(graph.tensor(n).nbytes for n in lowered.output_consts.values())
+    sys_funcs = tuple(r for r, _c in codegen.system_lib_entries(lowered, cg_opts))
+    metadata = build_metadata(opts, iface, lowered.plan, operators, constant_bytes, sources, sys_funcs, log)
+    includes = {f"{prefix}.h": header_source(iface, metadata, opts.interface_api, opts.unpacked_api, opts.workspace,
+                                             utvm.__version__)}
+    return CompiledModel(opts, graph, source, sources, includes, metadata, lowered.plan, operators, iface, sys_funcs,
+                         log, constant_bytes)
+
+
+def build_metadata(opts: CompileOptions, iface: ModelInterface, plan: MemoryPlan, operators: tuple[OperatorInfo, ...],
+                   constant_bytes: int, sources: dict[str, str], sys_funcs: tuple[str, ...],
+                   log: list[tuple[str, int]]) -> dict[str, Any]:
+    """metadata.json in MLF version 7 layout (DESIGN.md §8), with utvm's additions under `utvm`."""
+    io_bytes = sum(x.size for x in (*iface.inputs, *iface.outputs))
+
+    def io(xs: tuple) -> dict[str, Any]:
+        return {x.name: {"size": x.size, "dtype": x.dtype, "shape": list(x.shape)} for x in xs}
+
+    m = opts.model_name
+    return {
+        "version": MLF_VERSION,
+        "modules": {
+            m: {
+                "model_name": m,
+                "export_datetime": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%SZ"),
+                "target": ["c -keys=cpu"],
+                "executors": [opts.executor],
+                "style": "full-model",
+                "memory": {
+                    "functions": {
+                        "main": [{
+                            "device": 1,
+                            "workspace_size_bytes": plan.workspace_bytes,
+                            "constants_size_bytes": constant_bytes,
+                            "io_size_bytes": io_bytes,
+                            "inputs": io(iface.inputs),
+                            "outputs": io(iface.outputs),
+                        }],
+                        "operator_functions": [op.to_json() for op in operators],
+                    },
+                    "plan": plan.to_json(),
+                },
+                "external_dependencies": [{
+                    "short_name": "tvm_standalone_crt",
+                    "url": "./runtime",
+                    "url_type": "mlf_path",
+                    "version_spec": utvm.__version__,
+                }],
+                "utvm": {
+                    "generator": f"utvm {utvm.__version__}",
+                    "options": {
+                        "executor": opts.executor,
+                        "unpacked_api": opts.unpacked_api,
+                        "interface_api": opts.interface_api,
+                        "workspace": opts.workspace,
+                        "memory_planner": opts.memory_planner,
+                        "rounding": opts.rounding,
+                    },
+                    "convention": opts.convention,
+                    "inputs": [x.name for x in iface.inputs],
+                    "outputs": [x.name for x in iface.outputs],
+                    "sources": sorted(sources),
+                    "header": f"tvmgen_{m}.h",
+                    "run_function": f"tvmgen_{m}_run",
+                    "main_function": f"tvmgen_{m}___tvm_main__",
+                    "system_lib": {"source": f"tvmgen_{m}_system_lib.c", "functions": list(sys_funcs)},
+                    "passes": [{"name": n, "nodes": k} for n, k in log],
+                },
+            }
+        },
+    }

@@ -1,0 +1,463 @@
+"""The C kernel interface: how one IR node becomes the body of one generated operator function.
+
+A kernel is a function registered for an op name:
+
+    @register("dense")
+    def dense(ctx: KernelContext) -> KernelCode: ...
+
+It reads the node through `ctx` (tensors, `ctx.params()` = the op module's `prepare(node, graph, rounding)`)
+and returns C *statements* that compute the outputs from the inputs. The code generator wraps them into a
+function in the chosen calling convention (DESIGN.md §6), so a kernel never sees DLTensor, TVMValue or
+the convention:
+
+    int32_t tvmgen_<model>_<op>(const int8_t* in0, const int8_t* in1, int8_t* out0 [, uint8_t* scratch])
+
+Rules for kernel bodies (they are checked by the tests of every op):
+- Arguments: `ctx.inputs[i]` is the C expression of node input i: a parameter (`in0`, ...) for tensors
+  computed at run time, or the name of a file-scope `static const` array for constants (weights land in
+  flash; constants are never parameters). `ctx.outputs[i]` is `out0`, ... Element types are the C types
+  of `C_TYPES`; all tensors are dense, row-major (NHWC).
+- Shapes, quantization parameters and constants are baked in: read them from `ctx.params()` and the
+  tensors, and emit tables with `ctx.table(...)` (a `static const` array at file scope).
+- Portable C99 only. int8 paths use no libm and no floating point; float kernels that call <math.h>
+  set `uses_libm=True`. Integer helpers (requantization with the model's rounding, saturation) come from
+  `ctx.helper(name)`, which emits each helper once per file: the rounding choice lives there only.
+- Return 0 on success (the body's last statement is `return 0;`); a nonzero value is an error code.
+- `inplace`: indices of inputs whose buffer the output 0 may share (the kernel reads element i of that
+  input before it writes element i of the output, and reads no element j < i afterwards). The memory
+  planner uses it only when legal (same size, the input dies here, not a model input or output).
+- `scratch_bytes`: temporary memory the kernel needs for the duration of the call; the planner places it
+  in the workspace and the kernel receives it as `uint8_t* scratch` (16-byte aligned).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from utvm.errors import CompileError, UnsupportedOperatorError
+from utvm.ir.graph import Graph, Node, Tensor
+
+# IR dtype -> C element type.
+C_TYPES: dict[str, str] = {
+    "int8": "int8_t",
+    "uint8": "uint8_t",
+    "int16": "int16_t",
+    "int32": "int32_t",
+    "int64": "int64_t",
+    "float32": "float",
+    "bool": "uint8_t",
+}
+
+# IR dtype -> (DLDataTypeCode, bits) for argument checks.
+DL_TYPES: dict[str, tuple[int, int]] = {
+    "int8": (0, 8),
+    "uint8": (1, 8),
+    "int16": (0, 16),
+    "int32": (0, 32),
+    "int64": (0, 64),
+    "float32": (2, 32),
+    "bool": (6, 8),
+}
+
+# Modules under utvm.compiler.kernels that register kernels; imported on first use.
+KERNEL_MODULES: tuple[str, ...] = ("shape", "elementwise", "dense")
+
+
+@dataclass(frozen=True, slots=True)
+class KernelCode:
+    """What a kernel returns: the statements of the operator's body and how it may use memory."""
+
+    body: str
+    scratch_bytes: int = 0
+    inplace: tuple[int, ...] = ()
+    uses_libm: bool = False
+
+
+# --- helpers: shared C functions a kernel may ask for ---------------------------------------------------
+# Each is emitted at most once per file, only when requested. `{rounding}` variants are chosen here, in
+# one place; kernels call `tvm_requant(x, multiplier, shift)` without knowing which one they get.
+
+_HELPERS: dict[str, str] = {
+    "sat_i8": """\
+static inline int8_t tvm_sat_i8(int32_t x) {
+  return (int8_t)(x < -128 ? -128 : (x > 127 ? 127 : x));
+}""",
+    "clamp_i32": """\
+static inline int32_t tvm_clamp_i32(int32_t x, int32_t lo, int32_t hi) {
+  return x < lo ? lo : (x > hi ? hi : x);
+}""",
+    "clamp_f32": """\
+static inline float tvm_clamp_f32(float x, float lo, float hi) {
+  return x < lo ? lo : (x > hi ? hi : x);
+}""",
+    # TFLite MultiplyByQuantizedMultiplier, TFLITE_SINGLE_ROUNDING: one rounding of x * m / 2^(31 - shift).
+    "requant:single": """\
+/* x * multiplier * 2^(shift - 31), rounded half up once (TFLite single rounding). shift in [-31, 30]. */
+static inline int32_t tvm_requant(int32_t x, int32_t multiplier, int32_t shift) {
+  const int32_t total_shift = 31 - shift;
+  const int64_t round = (int64_t)1 << (total_shift - 1);
+  const int64_t result = ((int64_t)x * (int64_t)multiplier + round) >> total_shift;
+  return (int32_t)result;
+}""",
+    # gemmlowp SaturatingRoundingDoublingHighMul + RoundingDivideByPOT (TFLM's double rounding).
+    "requant:double": """\
+static inline int32_t tvm_srdhm(int32_t a, int32_t b) {
+  const int64_t ab = (int64_t)a * (int64_t)b;
+  const int64_t nudge = ab >= 0 ? ((int64_t)1 << 30) : (1 - ((int64_t)1 << 30));
+  if (a == b && a == INT32_MIN) {
+    return INT32_MAX;
+  }
+  return (int32_t)((ab + nudge) / ((int64_t)1 << 31));
+}
+static inline int32_t tvm_rdbpot(int32_t x, int32_t exponent) {
+  const int32_t mask = (int32_t)(((int64_t)1 << exponent) - 1);
+  const int32_t remainder = x & mask;
+  const int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+  return (x >> exponent) + (remainder > threshold ? 1 : 0);
+}
+/* x * multiplier * 2^(shift - 31) with gemmlowp's two roundings (TFLM). shift in [-31, 30]. */
+static inline int32_t tvm_requant(int32_t x, int32_t multiplier, int32_t shift) {
+  const int32_t left_shift = shift > 0 ? shift : 0;
+  const int32_t right_shift = shift > 0 ? 0 : -shift;
+  return tvm_rdbpot(tvm_srdhm((int32_t)((uint32_t)x << left_shift), multiplier), right_shift);
+}""",
+}
+
+_HELPER_NAMES = {"sat_i8": "tvm_sat_i8", "clamp_i32": "tvm_clamp_i32", "clamp_f32": "tvm_clamp_f32",
+                 "requant": "tvm_requant"}
+
+
+def helper_source(key: str) -> str:
+    return _HELPERS[key]
+
+
+# --- formatting of C literals ----------------------------------------------------------------------------
+
+def c_literal(value: Any, dtype: str) -> str:
+    """One value as a C literal of `dtype` (exact for float32: 9 significant digits round-trip)."""
+    if dtype == "float32":
+        v = float(np.float32(value))
+        if math.isnan(v):
+            return "NAN"
+        if math.isinf(v):
+            return "INFINITY" if v > 0 else "-INFINITY"
+        s = f"{v:.9g}"
+        if "e" not in s and "." not in s and "n" not in s:
+            s += ".0"
+        return s + "f"
+    v = int(value)
+    if dtype == "int64":
+        return "(-9223372036854775807LL - 1)" if v == -(2**63) else f"{v}LL"
+    if dtype in ("int32", "int16", "int8") and v == -(2**31):
+        return "(-2147483647 - 1)"
+    return str(v)
+
+
+def c_array_body(values: np.ndarray | Sequence[Any], dtype: str, per_line: int = 16) -> str:
+    flat = np.asarray(values).reshape(-1)
+    if dtype == "float32":
+        items = [c_literal(v, dtype) for v in flat.tolist()]
+    elif dtype in ("int8", "uint8", "int16", "int32", "bool") and flat.size:
+        ints = flat.astype(np.int64).tolist()
+        items = ["(-2147483647 - 1)" if v == -(2**31) else str(v) for v in ints]
+    else:
+        items = [c_literal(v, dtype) for v in flat.tolist()]
+    if not items:
+        return "0"
+    lines = [", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
+    return ",\n  ".join(lines)
+
+
+def dtype_of_ctype(ctype: str) -> str:
+    for k, v in C_TYPES.items():
+        if v == ctype and k != "bool":
+            return k
+    raise CompileError(f"no IR dtype for C type {ctype!r}")
+
+
+# --- the context a kernel is emitted in ------------------------------------------------------------------
+
+class _InputExprs(Sequence[str]):
+    """ctx.inputs: parameter names for run-time tensors; constants are emitted on first access."""
+
+    def __init__(self, ctx: KernelContext, params: dict[int, str]) -> None:
+        self._ctx = ctx
+        self._params = params
+
+    def __len__(self) -> int:
+        return len(self._ctx.node.inputs)
+
+    def __getitem__(self, i: int) -> str:  # type: ignore[override]
+        if i in self._params:
+            return self._params[i]
+        if not self._ctx.has_input(i):
+            raise self._ctx.error(f"optional input {i} is absent")
+        return self._ctx.const(i)
+
+
+class KernelContext:
+    """Everything a kernel needs about the node it compiles, plus the file-scope emitters."""
+
+    def __init__(self, node: Node, index: int, graph: Graph, rounding: str, func_name: str,
+                 file: FileScope, input_params: dict[int, str], output_params: Sequence[str]) -> None:
+        self.node = node
+        self.index = index
+        self.graph = graph
+        self.rounding = rounding
+        self.func_name = func_name
+        self.file = file
+        self.inputs: Sequence[str] = _InputExprs(self, input_params)
+        self.outputs = tuple(output_params)
+        self.scratch = "scratch"
+        self._params: Any = None
+
+    # tensors
+    def in_tensor(self, i: int) -> Tensor | None:
+        name = self.node.inputs[i] if i < len(self.node.inputs) else ""
+        return self.graph.tensor(name) if name else None
+
+    def out_tensor(self, i: int = 0) -> Tensor:
+        return self.graph.tensor(self.node.outputs[i])
+
+    def has_input(self, i: int) -> bool:
+        return i < len(self.node.inputs) and bool(self.node.inputs[i])
+
+    @property
+    def label(self) -> str:
+        return self.node.label(self.index)
+
+    def params(self) -> Any:
+        """The op module's prepare(node, graph, rounding): every number the C code bakes in."""
+        if self._params is None:
+            from utvm import ops
+
+            mod = ops.op_module(self.node.op)
+            self._params = mod.prepare(self.node, self.graph, self.rounding)
+        return self._params
+
+    # file-scope emitters
+    def table(self, ctype: str, values: np.ndarray | Sequence[Any], hint: str = "t") -> str:
+        """A `static const` table at file scope holding `values`; returns its C name."""
+        return self.file.table(ctype, values, f"{self.func_name}_{hint}")
+
+    def const(self, i: int) -> str:
+        """C name of the constant array of node input i (raises if that input is not a constant)."""
+        t = self.in_tensor(i)
+        if t is None or not t.is_constant:
+            raise CompileError(f"{self.label}: input {i} is not a constant")
+        return self.file.constant(t)
+
+    def helper(self, name: str) -> str:
+        """Request a shared C helper (see _HELPERS); returns the function name to call."""
+        key = f"requant:{self.rounding}" if name == "requant" else name
+        if key not in _HELPERS:
+            raise CompileError(f"unknown kernel helper {name!r}")
+        self.file.require(key)
+        return _HELPER_NAMES[name]
+
+    def error(self, what: str) -> CompileError:
+        return CompileError(f"{self.label}: {what}")
+
+
+@dataclass
+class FileScope:
+    """File-scope C of one generated source: helpers, constants and tables, emitted once each."""
+
+    prefix: str
+    helpers: list[str] = field(default_factory=list)
+    decls: list[str] = field(default_factory=list)
+    constants: dict[str, str] = field(default_factory=dict)  # tensor name -> C name
+    names: set[str] = field(default_factory=set)
+    uses_libm: bool = False
+    constant_bytes: int = 0
+
+    def unique(self, hint: str) -> str:
+        base = re.sub(r"[^A-Za-z0-9_]", "_", hint)
+        name, k = base, 1
+        while name in self.names:
+            name = f"{base}_{k}"
+            k += 1
+        self.names.add(name)
+        return name
+
+    def require(self, key: str) -> None:
+        if key not in self.helpers:
+            self.helpers.append(key)
+
+    def table(self, ctype: str, values: np.ndarray | Sequence[Any], hint: str) -> str:
+        arr = np.asarray(values)
+        name = self.unique(hint)
+        dtype = dtype_of_ctype(ctype)
+        if dtype == "float32" and not np.all(np.isfinite(arr.astype(np.float64))):
+            self.uses_libm = True  # INFINITY / NAN come from <math.h> (macros only, no libm call)
+        n = max(int(arr.size), 1)
+        self.decls.append(f"static const {ctype} {name}[{n}] = {{\n  {c_array_body(arr, dtype)}\n}};")
+        return name
+
+    def constant(self, t: Tensor) -> str:
+        if t.name in self.constants:
+            return self.constants[t.name]
+        assert t.data is not None
+        name = self.table(C_TYPES[t.dtype], t.data, f"{self.prefix}_const_{t.name}")
+        self.constants[t.name] = name
+        self.constant_bytes += t.nbytes
+        return name
+
+    def render_prelude(self) -> str:
+        return "\n".join(_HELPERS[k] for k in self.helpers)
+
+
+# --- registry ----------------------------------------------------------------------------------------------
+
+KernelFn = Callable[[KernelContext], KernelCode]
+_KERNELS: dict[str, KernelFn] = {}
+_ALIAS_OPS: set[str] = set()
+_loaded = False
+
+
+def register(*ops: str, alias: bool = False) -> Callable[[KernelFn], KernelFn]:
+    """Decorator registering a kernel for one or more op names.
+
+    alias=True marks ops whose output is the input's bytes unchanged (reshape): the memory planner
+    gives both tensors one buffer and no function is generated, unless both are model inputs/outputs,
+    in which case the kernel (a copy) is used.
+    """
+
+    def deco(fn: KernelFn) -> KernelFn:
+        for op in ops:
+            _KERNELS[op] = fn
+            if alias:
+                _ALIAS_OPS.add(op)
+        return fn
+
+    return deco
+
+
+def is_alias_op(op: str) -> bool:
+    _load()
+    return op in _ALIAS_OPS
+
+
+def _load() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for mod in KERNEL_MODULES:
+        try:
+            importlib.import_module(f"utvm.compiler.kernels.{mod}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"utvm.compiler.kernels.{mod}":
+                raise
+
+
+def supported_ops() -> tuple[str, ...]:
+    _load()
+    return tuple(sorted(_KERNELS))
+
+
+def get_kernel(node: Node, index: int) -> KernelFn:
+    _load()
+    try:
+        return _KERNELS[node.op]
+    except KeyError:
+        raise UnsupportedOperatorError(node.op, f"{index} ({node.name!r})" if node.name else index,
+                                       supported_ops()) from None
+
+
+# --- small utilities kernels share -------------------------------------------------------------------------
+
+_F32_ACTIVATIONS: dict[str, tuple[float, float] | None] = {
+    "none": None, "relu": (0.0, math.inf), "relu6": (0.0, 6.0), "relu_n1_to_1": (-1.0, 1.0)}
+
+
+def activation_range_f32(activation: str) -> tuple[float, float] | None:
+    """The clamp of a fused float activation; None for "none"."""
+    if activation not in _F32_ACTIVATIONS:
+        raise CompileError(f"fused activation {activation!r} is not supported in float kernels")
+    return _F32_ACTIVATIONS[activation]
+
+
+def float_clamp_stmt(var: str, activation: str) -> str:
+    """C statement clamping float `var` in place for a fused activation ("" when none)."""
+    rng = activation_range_f32(activation)
+    if rng is None:
+        return ""
+    lo, hi = rng
+    parts = []
+    if lo != -math.inf:
+        parts.append(f"if ({var} < {c_literal(lo, 'float32')}) {{ {var} = {c_literal(lo, 'float32')}; }}")
+    if hi != math.inf:
+        parts.append(f"if ({var} > {c_literal(hi, 'float32')}) {{ {var} = {c_literal(hi, 'float32')}; }}")
+    return " ".join(parts)
+
+
+def strides_of(shape: Sequence[int]) -> list[int]:
+    out, acc = [], 1
+    for d in reversed(list(shape)):
+        out.append(acc)
+        acc *= d
+    return list(reversed(out))
+
+
+def offset_term(v: int) -> str:
+    """` + v` / ` - |v|` / `` for adding a baked-in integer to an expression."""
+    v = int(v)
+    return f" + {v}" if v > 0 else (f" - {-v}" if v < 0 else "")
+
+
+def broadcast_loops(out_shape: Sequence[int], in_shapes: Sequence[Sequence[int]], body: str,
+                    index_names: Sequence[str], out_index: str = "io") -> str:
+    """Nested loops over `out_shape` that keep a flat index per input (numpy broadcasting) and the output.
+
+    `body` is C using `index_names[k]` (the flat index into input k) and `out_index`. Adjacent dimensions
+    that broadcast the same way are merged, so equal shapes give a single flat loop.
+    """
+    rank = len(out_shape)
+    padded = [[1] * (rank - len(s)) + list(s) for s in in_shapes]
+    # Merge adjacent dims with identical broadcast patterns.
+    dims: list[tuple[int, tuple[bool, ...]]] = []
+    for d in range(rank):
+        pattern = tuple(p[d] == out_shape[d] for p in padded)
+        if out_shape[d] == 1:
+            continue
+        if dims and dims[-1][1] == pattern:
+            dims[-1] = (dims[-1][0] * out_shape[d], pattern)
+        else:
+            dims.append((int(out_shape[d]), pattern))
+    if not dims:
+        dims = [(1, tuple(True for _ in padded))]
+    # Strides per input along the merged dims (0 where broadcast).
+    strides: list[list[int]] = []
+    for k in range(len(padded)):
+        acc, st = 1, []
+        for extent, pattern in reversed(dims):
+            st.append(acc if pattern[k] else 0)
+            acc *= extent if pattern[k] else 1
+        strides.append(list(reversed(st)))
+    lines = [f"int32_t {out_index} = 0;"]
+    for name in index_names:
+        lines.append(f"int32_t {name}_base0 = 0;")
+    depth = len(dims)
+    for d, (extent, _pattern) in enumerate(dims):
+        ind = "  " * d
+        lines.append(f"{ind}for (int32_t d{d} = 0; d{d} < {extent}; ++d{d}) {{")
+        for k, name in enumerate(index_names):
+            st = strides[k][d]
+            base = f"{name}_base{d}"
+            nxt = f"{name}_base{d + 1}" if d + 1 < depth else name
+            expr = f"{base} + d{d} * {st}" if st else base
+            lines.append(f"{ind}  const int32_t {nxt} = {expr};")
+    inner = "  " * depth
+    lines += [inner + ln for ln in body.strip().splitlines()]
+    lines.append(f"{inner}++{out_index};")
+    for d in reversed(range(depth)):
+        lines.append("  " * d + "}")
+    return "\n".join(lines)

@@ -1,0 +1,207 @@
+"""Static memory planning: place buffers with known lifetimes in one workspace pool.
+
+Input: buffers, each with a size (bytes) and a live interval [start, end] of execution steps (inclusive).
+Two buffers *conflict* when their intervals intersect; conflicting buffers must not overlap in memory.
+Output: an offset per buffer, every offset a multiple of `ALIGNMENT`, and the pool size.
+
+The lower bound of any plan is the largest sum of (aligned) sizes of buffers live at one step; on a
+chain (each buffer conflicts only with its neighbours) a plan that reaches it always exists.
+
+Algorithms (`ALGORITHMS`), all deterministic:
+- `greedy_by_size`: largest buffer first, each at the lowest offset free of the conflicting buffers
+  already placed (first fit).
+- `greedy_by_conflicts`: the buffer with the most conflicting bytes first, then first fit.
+- `branch_and_bound` (default): a depth-first search over placement orders with first fit. Any optimal
+  plan can be brought to a form that first fit reproduces when buffers are placed in increasing
+  (offset, id) order, so the search only explores orders whose offsets never decrease; it starts from the
+  best greedy plan, stops at the lower bound, and gives up after `NODE_BUDGET` search nodes (the plan is
+  then the best found and `optimal` is False).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from utvm.errors import CompileError
+
+ALIGNMENT = 16
+NODE_BUDGET = 20000
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """A buffer to place: `size` bytes live from step `start` to step `end` (inclusive)."""
+
+    id: int
+    size: int
+    start: int
+    end: int
+
+    def conflicts(self, other: Interval) -> bool:
+        return self.start <= other.end and other.start <= self.end
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    algorithm: str
+    offsets: dict[int, int]  # interval id -> byte offset
+    size: int  # pool bytes
+    lower_bound: int
+    optimal: bool  # size == lower_bound, or proven minimal by the search
+
+
+def align(n: int, a: int = ALIGNMENT) -> int:
+    return (n + a - 1) // a * a
+
+
+def lower_bound(items: Sequence[Interval]) -> int:
+    """Largest sum of aligned sizes of buffers live at the same step."""
+    events: dict[int, int] = {}
+    for it in items:
+        events[it.start] = events.get(it.start, 0) + align(it.size)
+        events[it.end + 1] = events.get(it.end + 1, 0) - align(it.size)
+    live = best = 0
+    for step in sorted(events):
+        live += events[step]
+        best = max(best, live)
+    return best
+
+
+def _first_fit(size: int, placed: Sequence[tuple[int, int]]) -> int:
+    """Lowest aligned offset where [offset, offset + size) avoids every (offset, size) in `placed`."""
+    offset = 0
+    for off, sz in sorted(placed):
+        if off >= offset + size:
+            break
+        offset = max(offset, align(off + sz))
+    return offset
+
+
+def _conflict_lists(items: Sequence[Interval]) -> dict[int, list[Interval]]:
+    out: dict[int, list[Interval]] = {it.id: [] for it in items}
+    for i, a in enumerate(items):
+        for b in items[i + 1:]:
+            if a.conflicts(b):
+                out[a.id].append(b)
+                out[b.id].append(a)
+    return out
+
+
+def _place_in_order(order: Sequence[Interval], conflicts: dict[int, list[Interval]]) -> dict[int, int]:
+    offsets: dict[int, int] = {}
+    for it in order:
+        placed = [(offsets[o.id], align(o.size)) for o in conflicts[it.id] if o.id in offsets]
+        offsets[it.id] = _first_fit(align(it.size), placed)
+    return offsets
+
+
+def _pool_size(items: Sequence[Interval], offsets: dict[int, int]) -> int:
+    return max((offsets[it.id] + align(it.size) for it in items), default=0)
+
+
+def greedy_by_size(items: Sequence[Interval]) -> dict[int, int]:
+    order = sorted(items, key=lambda it: (-align(it.size), it.start, it.id))
+    return _place_in_order(order, _conflict_lists(items))
+
+
+def greedy_by_conflicts(items: Sequence[Interval]) -> dict[int, int]:
+    conflicts = _conflict_lists(items)
+    weight = {it.id: sum(align(o.size) for o in conflicts[it.id]) + align(it.size) for it in items}
+    order = sorted(items, key=lambda it: (-weight[it.id], -align(it.size), it.start, it.id))
+    return _place_in_order(order, conflicts)
+
+
+def branch_and_bound(items: Sequence[Interval], budget: int = NODE_BUDGET) -> tuple[dict[int, int], bool]:
+    """Exact search (see the module docstring); returns (offsets, proven_optimal)."""
+    conflicts = _conflict_lists(items)
+    bound = lower_bound(items)
+    best = min((greedy_by_size(items), greedy_by_conflicts(items)), key=lambda o: _pool_size(items, o))
+    best_size = _pool_size(items, best)
+    if best_size <= bound or not items:
+        return best, True
+    sizes = {it.id: align(it.size) for it in items}
+    ids = sorted(it.id for it in items)
+    nodes = 0
+    exhausted = True
+
+    def dfs(offsets: dict[int, int], last: tuple[int, int], peak: int) -> None:
+        nonlocal best, best_size, nodes, exhausted
+        if best_size <= bound:
+            return
+        if len(offsets) == len(ids):
+            if peak < best_size:
+                best, best_size = dict(offsets), peak
+            return
+        nodes += 1
+        if nodes > budget:
+            exhausted = False
+            return
+        candidates = []
+        future_peak = peak
+        for i in ids:
+            if i in offsets:
+                continue
+            placed = [(offsets[o.id], sizes[o.id]) for o in conflicts[i] if o.id in offsets]
+            off = _first_fit(sizes[i], placed)
+            # First-fit offsets only grow as more buffers are placed, and canonical orders never go
+            # below `last`: this buffer ends at least here in any completion.
+            future_peak = max(future_peak, max(off, last[0]) + sizes[i])
+            if (off, i) > last:
+                candidates.append((off, -sizes[i], i))
+        if future_peak >= best_size:
+            return
+        for off, _neg, i in sorted(candidates):
+            end = off + sizes[i]
+            if max(peak, end) >= best_size:
+                continue
+            offsets[i] = off
+            dfs(offsets, (off, i), max(peak, end))
+            del offsets[i]
+            if best_size <= bound or nodes > budget:
+                return
+
+    dfs({}, (-1, -1), 0)
+    return best, exhausted or best_size <= bound
+
+
+def _bnb(items: Sequence[Interval]) -> dict[int, int]:
+    return branch_and_bound(items)[0]
+
+
+ALGORITHMS: dict[str, Callable[[Sequence[Interval]], dict[int, int]]] = {
+    "greedy_by_size": greedy_by_size,
+    "greedy_by_conflicts": greedy_by_conflicts,
+    "branch_and_bound": _bnb,
+}
+DEFAULT_ALGORITHM = "branch_and_bound"
+
+
+def place(items: Sequence[Interval], algorithm: str = DEFAULT_ALGORITHM) -> Placement:
+    """Plan `items` with `algorithm`; the result is checked (no conflicting overlap, aligned)."""
+    if algorithm not in ALGORITHMS:
+        raise CompileError(f"unknown memory planner {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
+    bound = lower_bound(items)
+    if algorithm == "branch_and_bound":
+        offsets, proven = branch_and_bound(items)
+    else:
+        offsets, proven = ALGORITHMS[algorithm](items), False
+    size = _pool_size(items, offsets)
+    check(items, offsets)
+    return Placement(algorithm, offsets, size, bound, proven or size == bound)
+
+
+def check(items: Sequence[Interval], offsets: dict[int, int]) -> None:
+    """Raise CompileError if a plan overlaps two live buffers or misaligns one (a planner bug)."""
+    for it in items:
+        if it.id not in offsets:
+            raise CompileError(f"memory plan: buffer {it.id} was not placed")
+        if offsets[it.id] % ALIGNMENT:
+            raise CompileError(f"memory plan: buffer {it.id} at offset {offsets[it.id]} is not {ALIGNMENT}-aligned")
+    for i, a in enumerate(items):
+        for b in items[i + 1:]:
+            if a.conflicts(b) and a.size and b.size:
+                oa, ob = offsets[a.id], offsets[b.id]
+                if oa < ob + b.size and ob < oa + a.size:
+                    raise CompileError(f"memory plan: buffers {a.id} and {b.id} are live together at steps "
+                                       f"{max(a.start, b.start)}..{min(a.end, b.end)} but overlap in memory")

@@ -1,0 +1,148 @@
+/*
+ * tvm/runtime/crt/config.h -- the CRT's view of crt_config.h: includes the firmware's <crt_config.h>
+ * (found through -I$(CRT_CONFIG)), fills in a default for every limit it leaves out, and rejects
+ * impossible values at compile time. CRT sources include this, never <crt_config.h> directly.
+ *
+ * The defaults below are exactly those of templates/crt_config.h.template (a test checks they agree);
+ * each comment gives the unit and what RAM grows with the limit.
+ */
+#ifndef TVM_RUNTIME_CRT_CONFIG_H_DEFAULTS_
+#define TVM_RUNTIME_CRT_CONFIG_H_DEFAULTS_
+
+#include <crt_config.h>
+
+/* Log levels (values of TVM_CRT_LOG_LEVEL). */
+#define TVM_CRT_LOG_LEVEL_DEBUG 0
+#define TVM_CRT_LOG_LEVEL_INFO 1
+#define TVM_CRT_LOG_LEVEL_WARN 2
+#define TVM_CRT_LOG_LEVEL_ERROR 3
+#define TVM_CRT_LOG_LEVEL_OFF 4
+
+/*! Log level: 0 debug, 1 info, 2 warn, 3 error, 4 off (log calls compile to nothing). */
+#ifndef TVM_CRT_LOG_LEVEL
+#define TVM_CRT_LOG_LEVEL 3
+#endif
+
+/*! Maximum rank of a tensor (dims), for NDArrays and over RPC. RAM: 8 bytes per dim per array. */
+#ifndef TVM_CRT_MAX_NDIM
+#define TVM_CRT_MAX_NDIM 6
+#endif
+
+/*! Maximum arguments to one PackedFunc call over RPC. RAM: ~16 bytes per argument. */
+#ifndef TVM_CRT_MAX_ARGS
+#define TVM_CRT_MAX_ARGS 10
+#endif
+
+/*! Size of the buffer holding global function names + pointers (bytes). RAM: this many bytes. */
+#ifndef TVM_CRT_GLOBAL_FUNC_REGISTRY_SIZE_BYTES
+#define TVM_CRT_GLOBAL_FUNC_REGISTRY_SIZE_BYTES 512
+#endif
+
+/*! Maximum number of registered modules (the system library counts as one). RAM: one pointer each. */
+#ifndef TVM_CRT_MAX_REGISTERED_MODULES
+#define TVM_CRT_MAX_REGISTERED_MODULES 2
+#endif
+
+/*! Largest session payload (bytes); bounds the RPC message buffer. RAM: this many bytes. */
+#ifndef TVM_CRT_MAX_PACKET_SIZE_BYTES
+#define TVM_CRT_MAX_PACKET_SIZE_BYTES 2048
+#endif
+
+/*! Maximum length of a function name, including the NUL (bytes). Longer names are rejected. */
+#ifndef TVM_CRT_MAX_FUNCTION_NAME_LENGTH_BYTES
+#define TVM_CRT_MAX_FUNCTION_NAME_LENGTH_BYTES 80
+#endif
+
+/*! Maximum length of the last-error message, including the NUL (bytes). RAM: twice this many bytes. */
+#ifndef TVM_CRT_MAX_ERROR_MESSAGE_LENGTH
+#define TVM_CRT_MAX_ERROR_MESSAGE_LENGTH 160
+#endif
+
+/*! Largest formatted log message, including the NUL (bytes). Stack: this many bytes while logging. */
+#ifndef TVM_CRT_MAX_LOG_MESSAGE_BYTES
+#define TVM_CRT_MAX_LOG_MESSAGE_BYTES 128
+#endif
+
+/*! Maximum number of time evaluators alive at once. RAM: ~32 bytes each. */
+#ifndef TVM_CRT_MAX_TIME_EVALUATORS
+#define TVM_CRT_MAX_TIME_EVALUATORS 2
+#endif
+
+/*! Largest `repeat` of one time evaluator. RAM: 8 bytes each (the static result buffer, one for all). */
+#ifndef TVM_CRT_MAX_TIME_EVALUATOR_REPEAT
+#define TVM_CRT_MAX_TIME_EVALUATOR_REPEAT 32
+#endif
+
+/*! Maximum number of NDArrays allocated through TVMArrayAlloc at once. RAM: ~(40 + 8*MAX_NDIM) each. */
+#ifndef TVM_CRT_MAX_NDARRAYS
+#define TVM_CRT_MAX_NDARRAYS 16
+#endif
+
+/*! log2 of the page size of the page allocator (bytes). */
+#ifndef TVM_CRT_PAGE_BITS
+#define TVM_CRT_PAGE_BITS 10
+#endif
+
+/*! Alignment of workspace and NDArray allocations (bytes, a power of two). */
+#ifndef TVM_CRT_ALLOC_ALIGNMENT_BYTES
+#define TVM_CRT_ALLOC_ALIGNMENT_BYTES 16
+#endif
+
+/*! Size of the workspace stack used by TVMBackendAllocWorkspace (bytes). RAM: this many bytes. */
+#ifndef TVM_CRT_WORKSPACE_SIZE_BYTES
+#define TVM_CRT_WORKSPACE_SIZE_BYTES 65536
+#endif
+
+/* ---- sanity checks: impossible configurations fail here, not at run time ---- */
+#if (TVM_CRT_LOG_LEVEL < 0) || (TVM_CRT_LOG_LEVEL > 4)
+#error "crt_config.h: TVM_CRT_LOG_LEVEL must be 0 (debug) .. 4 (off)"
+#endif
+#if (TVM_CRT_MAX_NDIM < 1) || (TVM_CRT_MAX_NDIM > 32)
+#error "crt_config.h: TVM_CRT_MAX_NDIM must be 1 .. 32"
+#endif
+#if TVM_CRT_MAX_ARGS < 1
+#error "crt_config.h: TVM_CRT_MAX_ARGS must be >= 1"
+#endif
+#if TVM_CRT_GLOBAL_FUNC_REGISTRY_SIZE_BYTES < 64
+#error "crt_config.h: TVM_CRT_GLOBAL_FUNC_REGISTRY_SIZE_BYTES must be >= 64"
+#endif
+/* Module indices are 15 bits in a handle; MAX is the global registry and MAX + 1 the time evaluators. */
+#if (TVM_CRT_MAX_REGISTERED_MODULES < 1) || (TVM_CRT_MAX_REGISTERED_MODULES > 0x7ffd)
+#error "crt_config.h: TVM_CRT_MAX_REGISTERED_MODULES must be 1 .. 32765"
+#endif
+#if TVM_CRT_MAX_PACKET_SIZE_BYTES < 128
+#error "crt_config.h: TVM_CRT_MAX_PACKET_SIZE_BYTES must be >= 128"
+#endif
+#if TVM_CRT_MAX_FUNCTION_NAME_LENGTH_BYTES < 8
+#error "crt_config.h: TVM_CRT_MAX_FUNCTION_NAME_LENGTH_BYTES must be >= 8"
+#endif
+#if TVM_CRT_MAX_ERROR_MESSAGE_LENGTH < 16
+#error "crt_config.h: TVM_CRT_MAX_ERROR_MESSAGE_LENGTH must be >= 16"
+#endif
+#if TVM_CRT_MAX_LOG_MESSAGE_BYTES < 16
+#error "crt_config.h: TVM_CRT_MAX_LOG_MESSAGE_BYTES must be >= 16"
+#endif
+#if (TVM_CRT_MAX_TIME_EVALUATORS < 1) || (TVM_CRT_MAX_TIME_EVALUATORS > 0x7fff)
+#error "crt_config.h: TVM_CRT_MAX_TIME_EVALUATORS must be 1 .. 32767"
+#endif
+#if TVM_CRT_MAX_TIME_EVALUATOR_REPEAT < 1
+#error "crt_config.h: TVM_CRT_MAX_TIME_EVALUATOR_REPEAT must be >= 1"
+#endif
+#if TVM_CRT_MAX_NDARRAYS < 1
+#error "crt_config.h: TVM_CRT_MAX_NDARRAYS must be >= 1"
+#endif
+#if (TVM_CRT_ALLOC_ALIGNMENT_BYTES < 1) || \
+    ((TVM_CRT_ALLOC_ALIGNMENT_BYTES & (TVM_CRT_ALLOC_ALIGNMENT_BYTES - 1)) != 0)
+#error "crt_config.h: TVM_CRT_ALLOC_ALIGNMENT_BYTES must be a power of two"
+#endif
+#if (TVM_CRT_PAGE_BITS < 4) || (TVM_CRT_PAGE_BITS > 24)
+#error "crt_config.h: TVM_CRT_PAGE_BITS must be 4 .. 24"
+#endif
+#if (1 << TVM_CRT_PAGE_BITS) < TVM_CRT_ALLOC_ALIGNMENT_BYTES
+#error "crt_config.h: a page (1 << TVM_CRT_PAGE_BITS) must be at least TVM_CRT_ALLOC_ALIGNMENT_BYTES"
+#endif
+#if TVM_CRT_WORKSPACE_SIZE_BYTES < TVM_CRT_ALLOC_ALIGNMENT_BYTES
+#error "crt_config.h: TVM_CRT_WORKSPACE_SIZE_BYTES must be >= TVM_CRT_ALLOC_ALIGNMENT_BYTES"
+#endif
+
+#endif /* TVM_RUNTIME_CRT_CONFIG_H_DEFAULTS_ */

@@ -1,0 +1,58 @@
+/*
+ * tvm/runtime/crt/logging.h -- leveled logging for the CRT and firmware.
+ *
+ * LOG_DEBUG/LOG_INFO/LOG_WARN/LOG_ERROR(fmt, ...) format with TVMPlatformFormatMessage into a stack
+ * buffer of TVM_CRT_MAX_LOG_MESSAGE_BYTES (longer messages are truncated) and hand the text to
+ * TVMPlatformLog. Levels below TVM_CRT_LOG_LEVEL (crt_config.h) compile to nothing: their arguments are
+ * not evaluated. TVMPlatformLog has a weak do-nothing default in libcommon; a port (or the RPC server,
+ * which forwards log text to the host as session log messages) replaces it with a strong definition.
+ * Depends on config.h, compiler.h.
+ */
+#ifndef TVM_RUNTIME_CRT_LOGGING_H_
+#define TVM_RUNTIME_CRT_LOGGING_H_
+
+#include <stddef.h>
+#include <tvm/runtime/crt/compiler.h>
+#include <tvm/runtime/crt/config.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*! \brief Format one message at `level` (TVM_CRT_LOG_LEVEL_*) and pass it to TVMPlatformLog. Logs
+ * even when `level` is below TVM_CRT_LOG_LEVEL; the LOG_* macros do the filtering. */
+void TVMLogf(int level, const char* fmt, ...) TVM_CRT_FORMAT(2, 3);
+
+/*! \brief The log sink: `message` is NUL-terminated, `length` bytes long (without the NUL). The CRT's
+ * weak default drops it. Must not call back into the logging macros. */
+void TVMPlatformLog(int level, const char* message, size_t length);
+
+#if TVM_CRT_LOG_LEVEL <= TVM_CRT_LOG_LEVEL_DEBUG
+#define LOG_DEBUG(...) TVMLogf(TVM_CRT_LOG_LEVEL_DEBUG, __VA_ARGS__)
+#else
+#define LOG_DEBUG(...) ((void)0)
+#endif
+
+#if TVM_CRT_LOG_LEVEL <= TVM_CRT_LOG_LEVEL_INFO
+#define LOG_INFO(...) TVMLogf(TVM_CRT_LOG_LEVEL_INFO, __VA_ARGS__)
+#else
+#define LOG_INFO(...) ((void)0)
+#endif
+
+#if TVM_CRT_LOG_LEVEL <= TVM_CRT_LOG_LEVEL_WARN
+#define LOG_WARN(...) TVMLogf(TVM_CRT_LOG_LEVEL_WARN, __VA_ARGS__)
+#else
+#define LOG_WARN(...) ((void)0)
+#endif
+
+#if TVM_CRT_LOG_LEVEL <= TVM_CRT_LOG_LEVEL_ERROR
+#define LOG_ERROR(...) TVMLogf(TVM_CRT_LOG_LEVEL_ERROR, __VA_ARGS__)
+#else
+#define LOG_ERROR(...) ((void)0)
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TVM_RUNTIME_CRT_LOGGING_H_ */

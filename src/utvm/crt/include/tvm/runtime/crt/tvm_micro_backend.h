@@ -1,0 +1,58 @@
+/*
+ * tvm/runtime/crt/tvm_micro_backend.h -- the types behind the embedded C interface (RFC "Embedded C
+ * Runtime Interface"): the model descriptor the compiler generates and the context an application owns.
+ * Depends only on <stddef.h>, <stdint.h> and tvm/runtime/crt/error_codes.h (no DLPack, no TVMValue).
+ *
+ * Applications include tvm_micro_runtime.h (the stable API) and the generated tvmgen_<model>.h; fields
+ * here may grow (appended, with TVM_MICRO_MODEL_VERSION bumped), so read them through the API.
+ */
+#ifndef TVM_RUNTIME_CRT_TVM_MICRO_BACKEND_H_
+#define TVM_RUNTIME_CRT_TVM_MICRO_BACKEND_H_
+
+#include <stddef.h>
+#include <stdint.h>
+#include <tvm/runtime/crt/error_codes.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*! \brief Layout version of TVMModel written by the compiler (checked by TVMAotExecutor_Run). */
+#define TVM_MICRO_MODEL_VERSION 1U
+
+/*! \brief Required alignment of every workspace given through a TVMContext (bytes). */
+#define TVM_MICRO_WORKSPACE_ALIGNMENT 16U
+
+/*! \brief Returned by generated code when the TVMContext lacks a (suitably aligned) workspace. */
+#define TVM_MICRO_ERROR_BAD_CONTEXT kTvmErrorExecutorModuleBadContext
+
+/*! \brief Where a model runs: memory the application provides. Owned by the application; may be
+ * const-initialised and live in flash when the workspaces are global buffers. */
+typedef struct TVMContext {
+  /*! \brief workspace[i]: memory for workspace pool i, TVMGetWorkspaceSize(model, i) bytes, aligned to
+   * TVM_MICRO_WORKSPACE_ALIGNMENT. Read only by models compiled with `--workspace user`; NULL otherwise
+   * allowed. Not owned: it must stay valid during TVMExecute. */
+  void** workspace;
+} TVMContext;
+
+/*! \brief The generated entry point: `inputs`/`outputs` point to the model's
+ * struct tvmgen_<model>_inputs / _outputs; returns 0 or an error code. */
+typedef int32_t (*TVMMicroEntryPoint)(void* inputs, void* outputs, TVMContext* context);
+
+/*! \brief A compiled model, generated as `const TVMModel tvmgen_<model>_model` (can live in flash). */
+typedef struct TVMModel {
+  uint32_t version;            /*!< TVM_MICRO_MODEL_VERSION of the generator */
+  const char* name;            /*!< model name given at compile time */
+  uint32_t num_input_tensors;  /*!< members of struct tvmgen_<model>_inputs */
+  uint32_t num_output_tensors; /*!< members of struct tvmgen_<model>_outputs */
+  uint32_t num_workspaces;     /*!< entries of workspace_size */
+  const size_t* workspace_size;  /*!< bytes of each workspace pool */
+  uint32_t workspace_from_context; /*!< 1: the TVMContext must provide the workspaces (--workspace user) */
+  TVMMicroEntryPoint entrypoint; /*!< runs the model (call it through TVMExecute) */
+} TVMModel;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TVM_RUNTIME_CRT_TVM_MICRO_BACKEND_H_ */

@@ -1,0 +1,260 @@
+"""ONNX frontend: `from_onnx(path_or_model) -> utvm.ir.Graph`.
+
+Theory of operation
+-------------------
+ONNX is NCHW; the IR is NHWC (see `utvm.ops`). The import is *layout tracking*: every ONNX value is held
+in up to two forms, its canonical (ONNX, NCHW) form and, for 4-D values, an NHWC form (the canonical data
+transposed by (0, 2, 3, 1)). Each form is an IR tensor made on demand; asking for a form that does not
+exist yet emits one `transpose` node (constants are transposed at import instead). So:
+
+- conv, pooling and batch norm read and write NHWC;
+- elementwise ops (Relu, Clip, Add, ...) follow their inputs' layout (constants are transposed to match);
+- shape-sensitive ops (Reshape, Flatten, Gemm, MatMul, opset < 13 Softmax) read the canonical form;
+  Transpose, Concat, Softmax >= 13, Pad and ReduceMean read whichever form saves a transpose;
+- graph inputs and outputs keep the model's own names, shapes and layout.
+
+The canonical form of ONNX value `v` is the IR tensor named `v`; the NHWC form gets a fresh name
+(`v_nhwc`). Identity and inference-mode Dropout are aliases. Ops whose inputs are all constant are
+evaluated at import (e.g. mnist's Reshape of a weight). Every problem is reported as a
+`utvm.errors.ModelError` naming the node or tensor at fault; no exception from inside `onnx` escapes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from utvm.errors import (
+    GraphError,
+    ModelError,
+    ModelFormatError,
+    UnsupportedModelError,
+    UnsupportedOperatorError,
+)
+from utvm.frontend._onnx_ops import HANDLERS, SUPPORTED_OPS, try_fold
+from utvm.frontend._onnx_state import ELEM_TYPES, TO_NCHW, Ctx, Importer, Value, elem_type_name
+from utvm.ir.graph import Graph
+
+__all__ = ["SUPPORTED_OPS", "from_onnx"]
+
+
+# ================================================================================================ loading
+def _load(path_or_model: Any) -> Any:
+    try:
+        import onnx
+    except ImportError as exc:  # pragma: no cover - onnx is a hard dependency
+        raise UnsupportedModelError(f"the 'onnx' package is needed to import ONNX models: {exc}") from None
+    if isinstance(path_or_model, onnx.ModelProto):
+        return path_or_model
+    if isinstance(path_or_model, str | os.PathLike):
+        path = os.fspath(path_or_model)
+        if not os.path.isfile(path):
+            raise ModelFormatError(f"ONNX model file {path!r} does not exist")
+        where = f" {path!r}"
+    elif isinstance(path_or_model, bytes | bytearray | memoryview):
+        where = ""
+    else:
+        kind = type(path_or_model).__name__
+        raise TypeError(f"from_onnx takes a path, bytes or an onnx.ModelProto, not {kind}")
+    try:
+        if where:
+            return onnx.load_model(path)
+        return onnx.load_model_from_string(bytes(path_or_model))
+    except Exception as exc:  # protobuf's DecodeError, missing external data, ...
+        raise ModelFormatError(f"cannot parse ONNX model{where}: truncated or corrupt ({type(exc).__name__}: "
+                               f"{str(exc)[:200]})") from None
+
+
+def _pin_shapes(model: Any, shapes: Mapping[str, Sequence[int]]) -> Any:
+    """A copy of `model` whose graph inputs named in `shapes` have those static shapes."""
+    import onnx
+
+    inputs = {vi.name: vi for vi in model.graph.input}
+    unknown = sorted(set(shapes) - set(inputs))
+    if unknown:
+        raise UnsupportedModelError(f"shapes: {unknown} are not graph inputs")
+    pinned = onnx.ModelProto()
+    pinned.CopyFrom(model)
+    for vi in pinned.graph.input:
+        if vi.name in shapes:
+            dims = vi.type.tensor_type.shape.dim
+            del dims[:]
+            for d in shapes[vi.name]:
+                dims.add().dim_value = int(d)
+    return pinned
+
+
+def _validate(model: Any) -> None:
+    """Structure, operators and graph inputs first (errors that name the culprit), then onnx's checker."""
+    import onnx
+
+    if not model.HasField("graph") or not model.graph.output:
+        raise ModelFormatError("not an ONNX model: no graph with outputs (truncated or corrupt file?)")
+    g = model.graph
+    for index, node in enumerate(g.node):  # unsupported operators first: the most useful message
+        if _op_name(node) not in HANDLERS:
+            raise UnsupportedOperatorError(_op_name(node), index, SUPPORTED_OPS)
+    consts = {t.name for t in g.initializer}
+    for vi in g.input:
+        if vi.name not in consts:
+            _static_shape(vi, "input")
+    for vi in g.output:
+        if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
+            raise ModelFormatError(f"graph output {vi.name!r} has no shape (ONNX requires one on graph "
+                                   "outputs)")
+    try:
+        onnx.checker.check_model(model)
+    except Exception as exc:
+        msg = str(exc).strip().splitlines()
+        raise ModelFormatError(f"invalid ONNX model: {' '.join(msg)[:300]}") from None
+
+
+def _static_shape(vi: Any, what: str) -> tuple[int, ...]:
+    t = vi.type
+    if not t.HasField("tensor_type"):
+        raise UnsupportedModelError(
+            f"{what} {vi.name!r} is not a tensor (sequence/map/optional types are not supported)")
+    tt = t.tensor_type
+    if tt.elem_type not in ELEM_TYPES:
+        raise UnsupportedModelError(
+            f"{what} {vi.name!r} has unsupported element type {elem_type_name(tt.elem_type)} "
+            f"(supported: {', '.join(sorted(ELEM_TYPES.values()))})")
+    if not tt.HasField("shape"):
+        raise UnsupportedModelError(f"{what} {vi.name!r} has no shape; dynamic shapes are not supported")
+    dims = []
+    for i, d in enumerate(tt.shape.dim):
+        if not d.HasField("dim_value"):
+            sym = f" {d.dim_param!r}" if d.dim_param else ""
+            raise UnsupportedModelError(
+                f"{what} {vi.name!r} has a dynamic dimension{sym} (axis {i}); dynamic shapes are not "
+                "supported: "
+                "re-export with static shapes or pin them with from_onnx(..., shapes={name: shape})")
+        dims.append(int(d.dim_value))
+    return tuple(dims)
+
+
+def _op_name(node: Any) -> str:
+    domain = node.domain or ""
+    return str(node.op_type) if domain in ("", "ai.onnx") else f"{domain}.{node.op_type}"
+
+
+def _import(model: Any, freeze: Mapping[str, np.ndarray], pinned: bool) -> Graph:
+    import onnx
+    import onnx.numpy_helper as nh
+
+    imp = Importer(model, freeze)
+    g = model.graph
+    if imp.opset == 0:
+        raise ModelFormatError("ONNX model declares no default-domain opset")
+    names = [i.name for i in g.input] + [t.name for t in g.initializer]
+    names += [o for n in g.node for o in n.output]
+    for name in names:
+        if name:
+            imp.reserved.add(name)
+
+    for t in g.initializer:
+        if t.data_type not in ELEM_TYPES:
+            raise UnsupportedModelError(
+                f"initializer {t.name!r} has unsupported element type {elem_type_name(t.data_type)}")
+        try:
+            data = nh.to_array(t)
+        except Exception as exc:
+            raise ModelFormatError(f"initializer {t.name!r} cannot be decoded: {exc}") from None
+        imp.define_const(t.name, np.asarray(data))
+    graph_inputs: list[str] = []
+    for vi in g.input:
+        if vi.name in imp.values:  # IR < 4 lists initializers as inputs too
+            continue
+        shape = _static_shape(vi, "input")
+        dtype = ELEM_TYPES[vi.type.tensor_type.elem_type]
+        if vi.name in imp.freeze:
+            data = np.asarray(imp.freeze[vi.name])
+            if tuple(data.shape) != shape or str(data.dtype) != dtype:
+                raise UnsupportedModelError(f"freeze: value for input {vi.name!r} is "
+                                            f"{data.dtype}{list(data.shape)}, "
+                                            f"the model declares {dtype}{list(shape)}")
+            imp.define_const(vi.name, data)
+            continue
+        imp.values[vi.name] = Value(vi.name, shape, dtype, nchw=vi.name)
+        imp.add_tensor(vi.name, shape, dtype)
+        graph_inputs.append(vi.name)
+    unknown = set(imp.freeze) - {vi.name for vi in g.input}
+    if unknown:
+        raise UnsupportedModelError(f"freeze: {sorted(unknown)} are not graph inputs")
+
+    for index, node in enumerate(g.node):
+        op = _op_name(node)
+        ctx = Ctx(index, op, node.name, list(node.input), list(node.output), {}, imp.opset)
+        for a in node.attribute:
+            try:
+                v = onnx.helper.get_attribute_value(a)
+            except Exception as exc:
+                raise ModelFormatError(f"{ctx.label}: attribute {a.name!r} cannot be read: {exc}") from None
+            ctx.attrs[a.name] = v.decode() if isinstance(v, bytes) else v
+        if not ctx.outputs or not ctx.outputs[0]:
+            raise ModelFormatError(f"{ctx.label}: has no output")
+        for n in ctx.inputs:
+            if n and n not in imp.values:
+                raise ModelFormatError(f"{ctx.label}: input {n!r} is not defined before use")
+        try:
+            if not try_fold(imp, ctx):
+                HANDLERS[op](imp, ctx)
+        except ModelError:
+            raise
+        except (ArithmeticError, LookupError, TypeError, ValueError) as exc:  # malformed attributes
+            raise ModelFormatError(f"{ctx.label}: cannot import ({type(exc).__name__}: {exc})") from None
+
+    outputs: list[str] = []
+    out_ctx = Ctx(len(g.node), "output", "", [], [], {}, imp.opset)
+    for vi in g.output:
+        v = imp.values.get(vi.name)
+        if v is None:
+            raise ModelFormatError(f"graph output {vi.name!r} is not produced by any node")
+        tt = vi.type.tensor_type
+        if tt.elem_type in ELEM_TYPES and ELEM_TYPES[tt.elem_type] != v.dtype:
+            raise ModelFormatError(f"graph output {vi.name!r} is declared {ELEM_TYPES[tt.elem_type]}, "
+                                   f"computes {v.dtype}")
+        declared = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+        if not pinned and tt.HasField("shape") and (len(declared) != len(v.shape) or any(
+                d is not None and d != e for d, e in zip(declared, v.shape, strict=False))):
+            raise ModelFormatError(f"graph output {vi.name!r} is declared with shape {declared}, computes "
+                                   f"{list(v.shape)}")
+        if v.nchw != vi.name:
+            if v.nchw is None and v.nhwc is not None and vi.name not in imp.tensors:
+                imp.transpose(out_ctx, v.nhwc, vi.name, v.shape, v.dtype, TO_NCHW, f"/{vi.name}_to_nchw")
+            else:  # an alias (Identity), a graph input or a constant: copy it out under the output's name
+                src = imp.canonical(v, out_ctx)
+                if vi.name in imp.tensors:
+                    raise ModelFormatError(f"graph output {vi.name!r} clashes with another tensor")
+                imp.emit(out_ctx, "reshape", [src], vi.name, v.shape, v.dtype, {"shape": v.shape},
+                         f"/{vi.name}_copy")
+        outputs.append(vi.name)
+
+    metadata = {"source": "onnx", "opset": imp.opset, "ir_version": int(model.ir_version),
+                "producer": f"{model.producer_name} {model.producer_version}".strip()}
+    graph = Graph(imp.tensors, tuple(imp.nodes), tuple(graph_inputs), tuple(outputs), g.name or "onnx_model",
+                  metadata)
+    return graph.with_nodes(graph.nodes)
+
+
+def from_onnx(path_or_model: Any, *, freeze: Mapping[str, np.ndarray] | None = None,
+              shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
+    """Import an ONNX model (a path, serialized bytes or an `onnx.ModelProto`) as a utvm IR graph.
+
+    `freeze` turns graph inputs into constants (name -> array), e.g. weights fed as inputs or a Reshape's
+    shape; `shapes` pins graph input shapes (name -> static shape) when the model's are dynamic.
+    Raises ModelFormatError (corrupt/truncated/ill-formed), UnsupportedOperatorError (op name, node index,
+    supported set) or UnsupportedModelError (unsupported types, dynamic shapes, attributes).
+    """
+    model = _load(path_or_model)
+    if shapes:
+        model = _pin_shapes(model, shapes)
+    _validate(model)
+    try:
+        return _import(model, freeze or {}, bool(shapes))
+    except GraphError as exc:  # a Tensor/Node refused what we built: an ill-formed model
+        raise ModelFormatError(str(exc)) from None
+

@@ -1,0 +1,163 @@
+"""Model Library Format: a compiled model as one tar (DESIGN.md §8), and reading it back.
+
+Layout (paths inside the tar):
+
+    metadata.json                          MLF version 7 layout (utvm.compiler.driver.build_metadata)
+    codegen/host/src/tvmgen_<m>_ops.c      operators (+ the constants they bake in)
+    codegen/host/src/tvmgen_<m>_main.c     AOT main, entry point, model descriptor
+    codegen/host/src/tvmgen_<m>_system_lib.c   function registry for runtime.SystemLib (RPC firmware only)
+    codegen/host/include/tvmgen_<m>.h      the model header (embedded C interface)
+    parameters/<m>.npz                     the model's constants by tensor name (numpy .npz)
+    src/<m>.json                           the compiled graph in utvm's IR (utvm.ir.Graph.to_json)
+    runtime/                               the C runtime (include/, src/, host/, templates/, Makefile)
+    templates/crt_config.h.template        the CRT configuration to copy into a firmware project
+    templates/platform.c.template          a TVMPlatform* port skeleton
+
+`export_model_library_format(compiled, path)` writes it; `load(path)` (a tar or an extracted directory)
+returns an equal `CompiledModel`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+from pathlib import Path
+
+import numpy as np
+
+from utvm.compiler.driver import CompiledModel, CompileOptions, OperatorInfo, TensorInfo
+from utvm.compiler.header import model_interface
+from utvm.compiler.lower import MemoryPlan
+from utvm.errors import ModelFormatError
+from utvm.ir.graph import Graph
+from utvm.support import cc
+
+MLF_VERSION = 7
+_RUNTIME_PARTS = ("include", "src", "host", "templates", "Makefile", "MISRA.md")
+_SKIP_SUFFIXES = (".o", ".a", ".so", ".d", ".pyc")
+
+
+def _runtime_files() -> list[tuple[str, Path]]:
+    crt = cc.crt_dir()
+    out = []
+    for part in _RUNTIME_PARTS:
+        p = crt / part
+        if p.is_file():
+            out.append((f"runtime/{part}", p))
+        elif p.is_dir():
+            for f in sorted(p.rglob("*")):
+                if f.is_file() and "__pycache__" not in f.parts and not f.name.endswith(_SKIP_SUFFIXES):
+                    out.append((f"runtime/{f.relative_to(crt).as_posix()}", f))
+    return out
+
+
+def _params_npz(graph: Graph) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **{name: t.data for name, t in graph.constants.items()})
+    return buf.getvalue()
+
+
+def model_library_files(compiled: CompiledModel) -> dict[str, bytes]:
+    """Every file of the archive (path inside the tar -> bytes), in archive order."""
+    m = compiled.model_name
+    files: dict[str, bytes] = {"metadata.json": json.dumps(compiled.metadata, indent=2, sort_keys=True).encode()}
+    for name, text in sorted(compiled.sources.items()):
+        files[f"codegen/host/src/{name}"] = text.encode()
+    for name, text in sorted(compiled.includes.items()):
+        files[f"codegen/host/include/{name}"] = text.encode()
+    files[f"parameters/{m}.npz"] = _params_npz(compiled.graph)
+    files[f"src/{m}.json"] = compiled.graph.to_json().encode()
+    for arcname, path in _runtime_files():
+        files[arcname] = path.read_bytes()
+    templates = cc.crt_dir() / "templates"
+    for t in ("crt_config.h.template", "platform.c.template"):
+        if (templates / t).exists():
+            files[f"templates/{t}"] = (templates / t).read_bytes()
+    return files
+
+
+def export_model_library_format(compiled: CompiledModel, path: str | os.PathLike) -> Path:
+    """Write `compiled` as a Model Library Format tar at `path`; returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".partial")
+    with tarfile.open(tmp, "w") as tar:
+        for arcname, data in model_library_files(compiled).items():
+            info = tarfile.TarInfo(arcname)
+            info.size = len(data)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))
+    os.replace(tmp, path)
+    return path
+
+
+# --- reading -----------------------------------------------------------------------------------------------
+
+def _read_all(path: Path) -> dict[str, bytes]:
+    if path.is_dir():
+        return {f.relative_to(path).as_posix(): f.read_bytes() for f in path.rglob("*") if f.is_file()}
+    try:
+        with tarfile.open(path, "r") as tar:
+            out = {}
+            for member in tar.getmembers():
+                if member.isfile():
+                    f = tar.extractfile(member)
+                    assert f is not None
+                    out[member.name.removeprefix("./")] = f.read()
+            return out
+    except (tarfile.TarError, EOFError) as exc:
+        raise ModelFormatError(f"{path}: not a Model Library Format tar ({exc})") from exc
+
+
+def load(path: str | os.PathLike) -> CompiledModel:
+    """Read an MLF tar (or an extracted MLF directory) back into a CompiledModel."""
+    path = Path(path)
+    if not path.exists():
+        raise ModelFormatError(f"{path}: no such Model Library Format archive")
+    files = _read_all(path)
+    if "metadata.json" not in files:
+        raise ModelFormatError(f"{path}: metadata.json is missing (not a Model Library Format archive)")
+    try:
+        metadata = json.loads(files["metadata.json"])
+    except ValueError as exc:
+        raise ModelFormatError(f"{path}: metadata.json is not valid JSON ({exc})") from exc
+    if metadata.get("version") != MLF_VERSION:
+        raise ModelFormatError(f"{path}: metadata.json version {metadata.get('version')!r} is not {MLF_VERSION}")
+    try:
+        (m, mod), = metadata["modules"].items()
+        extra = mod["utvm"]
+        o = extra["options"]
+        opts = CompileOptions(m, o["executor"], bool(o["unpacked_api"]), o["interface_api"], o["workspace"],
+                              o["memory_planner"], o["rounding"])
+        main = mod["memory"]["functions"]["main"][0]
+        plan = MemoryPlan.from_json(mod["memory"]["plan"])
+
+        def infos(xs: list) -> tuple[TensorInfo, ...]:
+            return tuple(TensorInfo(x["name"], tuple(x["shape"]), x["dtype"]) for x in xs)
+
+        operators = tuple(OperatorInfo(f["function_name"], f["op"], f["node"], infos(f["inputs"]),
+                                       infos(f["outputs"]), int(f["scratch_bytes"]), bool(f["inplace"]))
+                          for f in mod["memory"]["functions"]["operator_functions"])
+        sys_funcs = tuple(extra["system_lib"]["functions"])
+        source_names = list(extra["sources"])
+        header = extra["header"]
+        log = [(p["name"], int(p["nodes"])) for p in extra["passes"]]
+        constant_bytes = int(main["constants_size_bytes"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelFormatError(f"{path}: metadata.json lacks or garbles {exc} (not written by utvm?)") from exc
+    if f"src/{m}.json" not in files:
+        raise ModelFormatError(f"{path}: src/{m}.json (the model's IR) is missing")
+    graph = Graph.from_json(files[f"src/{m}.json"])
+    sources = {}
+    for name in source_names:
+        key = f"codegen/host/src/{name}"
+        if key not in files:
+            raise ModelFormatError(f"{path}: {key} is listed in metadata.json but missing")
+        sources[name] = files[key].decode()
+    if f"codegen/host/include/{header}" not in files:
+        raise ModelFormatError(f"{path}: codegen/host/include/{header} is missing")
+    includes = {header: files[f"codegen/host/include/{header}"].decode()}
+    return CompiledModel(opts, graph, graph, sources, includes, metadata, plan, operators,
+                         model_interface(graph, m), sys_funcs, log, constant_bytes)

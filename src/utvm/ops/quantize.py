@@ -1,0 +1,102 @@
+"""quantize (float32 -> int8, or int8 -> int8 requantization) and dequantize (int8 -> float32).
+
+TFLite semantics:
+
+* quantize float32 -> int8 (`reference_ops::AffineQuantize`):
+  y = clamp(round_half_away(x / s_out) + zp_out, -128, 127), the division in float32;
+* quantize int8 -> int8 (`reference_ops::Requantize`): (m, e) = QuantizeMultiplier(double(s_in) /
+  double(s_out)); y = clamp(MBQM(x - zp_in, m, e) + zp_out, -128, 127);
+* dequantize int8 -> float32 (`reference_ops::Dequantize`): y = float(double(s_in) * (x - zp_in)).
+
+Only per-tensor quantization (activations) is supported here; per-channel constants are dequantized by
+constant folding with the same formula per channel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from utvm.ir.graph import Graph, Node
+from utvm.ops import _common as c
+from utvm.ops import _quant
+
+
+@dataclass(frozen=True)
+class QuantizeAttrs:
+    pass
+
+
+@dataclass(frozen=True)
+class QuantizeParams:
+    """`op` "quantize" or "dequantize"; `input_dtype` -> `output_dtype`. Scales are the tensors' (per-channel
+    dequantize: `scales`/`zero_points` along `axis`). Requantize (int8 -> int8) uses `multiplier`/`shift`."""
+
+    op: str
+    input_dtype: str
+    output_dtype: str
+    shape: tuple[int, ...]
+    input_scale: float = 0.0
+    input_zero_point: int = 0
+    output_scale: float = 0.0
+    output_zero_point: int = 0
+    multiplier: int = 0
+    shift: int = 0
+    axis: int | None = None
+    scales: tuple[float, ...] = ()
+    zero_points: tuple[int, ...] = ()
+    rounding: str = "single"
+
+
+def infer(node: Node, graph: Graph) -> list[c.OutType]:
+    c.check_count(node, graph, 1)
+    x = c.req(node, graph, 0)
+    if node.op == "dequantize":
+        c.check_dtype(node, graph, x, ("int8",), "input")
+        return [(tuple(x.shape), "float32")]
+    c.check_dtype(node, graph, x, ("float32", "int8"), "input")
+    return [(tuple(x.shape), "int8")]
+
+
+def prepare(node: Node, graph: Graph, rounding: str = "single") -> QuantizeParams:
+    ((shape, odt),) = infer(node, graph)
+    rounding = _quant.kernel_rounding(rounding, node.op)
+    x, y = c.req(node, graph, 0), c.out(node, graph)
+    base = dict(op=node.op, input_dtype=x.dtype, output_dtype=odt, shape=shape,
+                rounding=rounding)
+    if node.op == "dequantize":
+        q = x.quant
+        if q is None:
+            raise c.fail(node, graph, f"input {x.name!r} has no quantization parameters")
+        if len(q.scale) > 1:
+            return QuantizeParams(**base, axis=q.axis, scales=tuple(q.scale),
+                                  zero_points=tuple(q.zero_point) * (len(q.scale) if len(q.zero_point) == 1 else 1))
+        s, zp = c.per_tensor(node, graph, x, "input")
+        return QuantizeParams(**base, input_scale=s, input_zero_point=zp)
+    s_out, zp_out = c.per_tensor(node, graph, y, "output")
+    if x.dtype == "float32":
+        return QuantizeParams(**base, output_scale=s_out, output_zero_point=zp_out)
+    s_in, zp_in = c.per_tensor(node, graph, x, "input")
+    m, e = _quant.quantize_multiplier(s_in / s_out, rounding)
+    return QuantizeParams(**base, input_scale=s_in, input_zero_point=zp_in, output_scale=s_out,
+                          output_zero_point=zp_out, multiplier=m, shift=e)
+
+
+def reference(p: QuantizeParams, x: np.ndarray) -> np.ndarray:
+    if p.op == "dequantize":
+        xi = x.astype(np.int64)
+        if p.axis is not None:
+            shape = [1] * x.ndim
+            shape[p.axis] = -1
+            s = np.asarray(p.scales, np.float64).reshape(shape)
+            z = np.asarray(p.zero_points, np.int64).reshape(shape)
+            return (s * (xi - z)).astype(np.float32)
+        return (np.float64(p.input_scale) * (xi - p.input_zero_point)).astype(np.float32)
+    if p.input_dtype == "float32":
+        q = _quant.round_half_away(x.astype(np.float32) / np.float32(p.output_scale))
+        q = np.clip(q, -(2.0 ** 31), 2.0 ** 31 - 1).astype(np.int64) + p.output_zero_point
+        return np.clip(q, -128, 127).astype(np.int8)
+    y = _quant.multiply_by_quantized_multiplier(x.astype(np.int64) - p.input_zero_point, p.multiplier, p.shift,
+                                                p.rounding) + p.output_zero_point
+    return np.clip(y, -128, 127).astype(np.int8)

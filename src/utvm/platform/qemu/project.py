@@ -1,0 +1,169 @@
+"""Generating and building firmware projects for the QEMU boards.
+
+A project is a self-contained directory that builds with `make` alone (no Python, no utvm package):
+
+    Makefile  project.mk   the template Makefile; project.mk names the board and what to link
+    board/                 startup + vector table, UART0, SysTick, semihosting, linker script
+                           (+ platform.c, the TVMPlatform* hooks, when the firmware links the CRT)
+    src/                   the application (main.c, ...)
+    include/               crt_config.h and generated headers
+    crt/                   a copy of the utvm C runtime (its own Makefile builds the static libraries)
+    codegen/host/          the compiled model (from a Model Library Format archive), when there is one
+
+`build_firmware(spec)` generates the project, builds it with make and caches the result by a hash of the
+whole project (plus the cross-compiler's version), so an unchanged firmware is never rebuilt.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from utvm.errors import BuildError, PlatformError
+from utvm.platform.qemu.boards import Board, cross_tool
+from utvm.support import cc
+
+TEMPLATE_DIR = Path(__file__).resolve().parent / "template"
+BOARD_DIR = TEMPLATE_DIR / "board"
+PLATFORM_DIR = TEMPLATE_DIR / "platform"
+APPS_DIR = TEMPLATE_DIR / "apps"
+CRT_PARTS = ("Makefile", "include", "src")
+
+
+@dataclass
+class FirmwareSpec:
+    """Everything that goes into one firmware project."""
+
+    board: Board
+    #: file name -> C source text, written to src/.
+    app_sources: Mapping[str, str]
+    #: CRT static libraries to link (common, memory, rpc_common, rpc_server, aot_executor); none = no CRT.
+    crt_libs: Sequence[str] = ()
+    #: crt_config.h overrides: TVM_CRT_* name -> value (the rest keep the template's defaults).
+    crt_config: Mapping[str, int | str] = field(default_factory=dict)
+    #: Directory holding codegen/host/{src,include} (an extracted MLF); copied to codegen/.
+    codegen_dir: Path | None = None
+    #: file name -> text, written to include/.
+    include_files: Mapping[str, str] = field(default_factory=dict)
+    #: preprocessor definitions for the application and board sources (NAME or NAME=VALUE).
+    defines: Sequence[str] = ()
+    stack_size: int = 0x10000
+    opt: str = "-O2"
+    #: Extra flags for the application, board and model sources (e.g. relaxed warnings for a model).
+    extra_cflags: Sequence[str] = ()
+
+
+def crt_config_text(overrides: Mapping[str, int | str]) -> str:
+    """crt_config.h: the CRT's documented template with `overrides` substituted."""
+    text = (cc.crt_dir() / "templates" / "crt_config.h.template").read_text()
+    for name, value in overrides.items():
+        pattern = re.compile(rf"^#define {re.escape(name)} .*$", re.MULTILINE)
+        if not pattern.search(text):
+            raise PlatformError(f"crt_config.h has no setting {name!r}")
+        text = pattern.sub(f"#define {name} {value}", text)
+    return text
+
+
+def project_mk(spec: FirmwareSpec) -> str:
+    b = spec.board
+    return "\n".join(
+        [
+            "# This project's board and contents (written by utvm; the Makefile includes it).",
+            f"BOARD := {b.name}",
+            f"QEMU_MACHINE := {b.machine}",
+            f"CPU_FLAGS := {' '.join(b.cpu_flags)}",
+            f"CRT_LIBS := {' '.join(spec.crt_libs)}",
+            f"APP_DEFINES := {' '.join('-D' + d for d in spec.defines)}",
+            f"EXTRA_CFLAGS := {' '.join(spec.extra_cflags)}",
+            f"STACK_SIZE := {spec.stack_size:#x}",
+            f"OPT := {spec.opt}",
+            "",
+        ]
+    )
+
+
+def generate_project(spec: FirmwareSpec, out_dir: Path) -> Path:
+    """Write the project for `spec` into out_dir (created; must not hold another project's files)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(TEMPLATE_DIR / "Makefile", out_dir / "Makefile")
+    (out_dir / "project.mk").write_text(project_mk(spec))
+    board = out_dir / "board"
+    shutil.copytree(BOARD_DIR, board, dirs_exist_ok=True)
+    src = out_dir / "src"
+    src.mkdir(exist_ok=True)
+    include = out_dir / "include"
+    include.mkdir(exist_ok=True)
+    if spec.crt_libs:
+        shutil.copytree(PLATFORM_DIR, board, dirs_exist_ok=True)
+        for part in CRT_PARTS:
+            p = cc.crt_dir() / part
+            if p.is_dir():
+                shutil.copytree(
+                    p,
+                    out_dir / "crt" / part,
+                    dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__"),
+                )
+            else:
+                (out_dir / "crt").mkdir(exist_ok=True)
+                shutil.copy2(p, out_dir / "crt" / part)
+        (include / "crt_config.h").write_text(crt_config_text(spec.crt_config))
+    for name, text in spec.app_sources.items():
+        (src / name).write_text(text)
+    for name, text in spec.include_files.items():
+        (include / name).write_text(text)
+    if spec.codegen_dir is not None:
+        codegen = Path(spec.codegen_dir) / "codegen" / "host"
+        if not codegen.is_dir():
+            raise PlatformError(f"{spec.codegen_dir} holds no codegen/host directory (not an extracted MLF?)")
+        shutil.copytree(codegen, out_dir / "codegen" / "host", dirs_exist_ok=True)
+    return out_dir
+
+
+def make(project_dir: Path, *targets: str, jobs: int | None = None) -> str:
+    """Run make in a project; BuildError (with the compiler's output) on failure."""
+    cross_tool("gcc")  # a clear error when the toolchain is missing
+    jobs = jobs or min(2, os.cpu_count() or 1)
+    return cc.run(
+        ["make", "-C", str(project_dir), f"-j{jobs}", *targets], what=f"firmware build in {project_dir}"
+    )
+
+
+def build_project(project_dir: Path) -> Path:
+    """Build a generated project; returns its firmware.elf."""
+    make(project_dir)
+    elf = Path(project_dir) / "build" / "firmware.elf"
+    if not elf.is_file():
+        raise BuildError(f"make in {project_dir} succeeded but produced no {elf}")
+    return elf
+
+
+def build_firmware(spec: FirmwareSpec, name: str = "firmware") -> Path:
+    """Generate, build and cache the firmware of `spec`; returns the project directory (built).
+
+    The ELF is `<project>/build/firmware.elf`, next to its map file and the -fstack-usage/-fcallgraph-info
+    outputs. Cached under utvm's cache directory by a hash of the generated project and the toolchain.
+    """
+    with tempfile.TemporaryDirectory(prefix="utvm-qemu-gen-") as tmp:
+        staged = generate_project(spec, Path(tmp) / "project")
+        extra = [cc.compiler_version(cross_tool("gcc")), spec.board.name, "qemu-firmware-v1"]
+
+        def builder(out: Path) -> Path:
+            project = out / "project"
+            shutil.copytree(staged, project)
+            build_project(project)
+            return out / name
+
+        marker = cc.cached_build([staged], extra, name, lambda out: _touch(builder(out)))
+    return marker.parent / "project"
+
+
+def _touch(path: Path) -> Path:
+    path.write_text("built\n")
+    return path

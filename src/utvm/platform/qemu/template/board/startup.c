@@ -1,0 +1,118 @@
+/*
+ * startup.c -- reset handler and vector table of utvm's MPS2 firmware.
+ *
+ * Reset: copy .data from flash, zero .bss, paint the unused stack (for utvm_stack_high_water), enable the FPU
+ * when built for one, run main(), and end the emulation with main's return value (semihosting).
+ * A fault ends the emulation with exit status 128 + the exception number (HardFault: 131), so the host can
+ * tell a crash from a normal exit.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "utvm_board.h"
+#include "utvm_mps2.h"
+
+/* Linker script symbols (mps2.ld). */
+extern uint32_t __data_load__[];
+extern uint32_t __data_start__[];
+extern uint32_t __data_end__[];
+extern uint32_t __bss_start__[];
+extern uint32_t __bss_end__[];
+extern uint32_t __stack_limit__[];
+extern uint32_t __stack_top__[];
+
+int main(void);
+void Reset_Handler(void) __attribute__((noreturn));
+void Default_Handler(void);
+
+/* Exception handlers: weak, so firmware can provide its own (timer.c provides SysTick_Handler). */
+#define UTVM_WEAK_HANDLER(name) void name(void) __attribute__((weak, alias("Default_Handler")))
+UTVM_WEAK_HANDLER(NMI_Handler);
+UTVM_WEAK_HANDLER(HardFault_Handler);
+UTVM_WEAK_HANDLER(MemManage_Handler);
+UTVM_WEAK_HANDLER(BusFault_Handler);
+UTVM_WEAK_HANDLER(UsageFault_Handler);
+UTVM_WEAK_HANDLER(SVC_Handler);
+UTVM_WEAK_HANDLER(DebugMon_Handler);
+UTVM_WEAK_HANDLER(PendSV_Handler);
+UTVM_WEAK_HANDLER(SysTick_Handler);
+
+typedef void (*utvm_vector_t)(void);
+
+/*! Number of external interrupt lines given a slot (MPS2 images use up to 32; all go to Default_Handler). */
+#define UTVM_NUM_IRQS 32
+
+/* The vector table: initial stack pointer, then the handlers (Armv7-M ARM, B1.5.3). */
+__attribute__((section(".vectors"), used)) const utvm_vector_t utvm_vector_table[16 + UTVM_NUM_IRQS] = {
+    (utvm_vector_t)(uintptr_t)__stack_top__,
+    Reset_Handler,
+    NMI_Handler,
+    HardFault_Handler,
+    MemManage_Handler,
+    BusFault_Handler,
+    UsageFault_Handler,
+    0,
+    0,
+    0,
+    0,
+    SVC_Handler,
+    DebugMon_Handler,
+    0,
+    PendSV_Handler,
+    SysTick_Handler,
+    /* external interrupts: Default_Handler */
+    Default_Handler, Default_Handler, Default_Handler, Default_Handler, Default_Handler, Default_Handler,
+    Default_Handler, Default_Handler, Default_Handler, Default_Handler, Default_Handler, Default_Handler,
+    Default_Handler, Default_Handler, Default_Handler, Default_Handler, Default_Handler, Default_Handler,
+    Default_Handler, Default_Handler, Default_Handler, Default_Handler, Default_Handler, Default_Handler,
+    Default_Handler, Default_Handler, Default_Handler, Default_Handler, Default_Handler, Default_Handler,
+    Default_Handler, Default_Handler,
+};
+
+void Default_Handler(void) {
+  uint32_t ipsr;
+  __asm__ volatile("mrs %0, ipsr" : "=r"(ipsr));
+  utvm_semihost_exit((int)(128u + (ipsr & 0x7Fu)));
+}
+
+void Reset_Handler(void) {
+  uint32_t* src = __data_load__;
+  uint32_t* dst = __data_start__;
+  uint32_t* sp;
+  while (dst < __data_end__) {
+    *dst++ = *src++;
+  }
+  for (dst = __bss_start__; dst < __bss_end__; ++dst) {
+    *dst = 0u;
+  }
+  /* Paint the stack below this frame (leaving a margin for it) so the high-water mark can be measured. */
+  __asm__ volatile("mov %0, sp" : "=r"(sp));
+  for (dst = __stack_limit__; dst < sp - 16; ++dst) {
+    *dst = UTVM_STACK_PAINT;
+  }
+#if defined(__ARM_FP)
+  /* Full access to CP10 and CP11 (the FPU) before any floating-point instruction runs. */
+  UTVM_SCB_CPACR |= (0xFu << 20);
+  __asm__ volatile("dsb\n\tisb" ::: "memory");
+#endif
+  UTVM_SCB_VTOR = (uint32_t)(uintptr_t)utvm_vector_table;
+  utvm_semihost_exit(main());
+}
+
+void utvm_system_reset(void) {
+  __asm__ volatile("dsb" ::: "memory");
+  UTVM_SCB_AIRCR = UTVM_AIRCR_VECTKEY | UTVM_AIRCR_SYSRESETREQ;
+  __asm__ volatile("dsb" ::: "memory");
+  for (;;) {
+  }
+}
+
+size_t utvm_stack_size(void) { return (size_t)((uintptr_t)__stack_top__ - (uintptr_t)__stack_limit__); }
+
+size_t utvm_stack_high_water(void) {
+  const uint32_t* p = __stack_limit__;
+  while (p < __stack_top__ && *p == UTVM_STACK_PAINT) {
+    ++p;
+  }
+  return (size_t)((uintptr_t)__stack_top__ - (uintptr_t)p);
+}

@@ -1,0 +1,766 @@
+"""The RPC client: a session with a device over any Transport (DESIGN.md §5).
+
+    sess = connect_subprocess([path_to_device])      # or Session(transport)
+    add_one = sess.get_function("testing.add_one")
+    a = sess.array(np.arange(4, dtype="float32")); b = sess.empty((4,), "float32")
+    add_one(a, b); b.numpy()
+    ev = sess.time_evaluator("fn", number=10, repeat=3); ev(a, b) -> [seconds per call, ...]
+
+The layers below are sans-IO (`session.py`, `framing.py`, `protocol.py`); this module owns the clock and
+the transport. Three timeouts, each failing with a `SessionTimeoutError` that names what was awaited:
+`handshake_retry_s` (resend START_INIT with a new nonce), `handshake_timeout_s` (give up on the handshake)
+and `reply_timeout_s` (one request's reply). A TERMINATE from the device, or the link closing, raises
+`SessionTerminatedError`; the session then refuses calls until `reconnect()`. An Exception reply raises
+`RemoteError` with the device's text. After a timeout or a corrupt reply the link may hold stale bytes, so
+the next request first starts a fresh session (new session id): a late reply to a failed request can never
+be taken for the answer to a later one. Device log messages go to the logger "utvm.device".
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import struct
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from utvm.errors import (
+    ArgumentError,
+    FunctionNotFoundError,
+    LinkClosedError,
+    LocalProtocolError,
+    RemoteError,
+    RemoteProtocolError,
+    SessionTerminatedError,
+    SessionTimeoutError,
+    UtvmError,
+)
+from utvm.rpc import protocol as P
+from utvm.rpc.protocol import DLDataType, DLDevice, DLTensorRef, RPCCode
+from utvm.rpc.session import (
+    NEED_DATA,
+    LogMessage,
+    MessageDropped,
+    NormalMessage,
+    SessionEstablished,
+    SessionProtocol,
+    SessionTerminated,
+    State,
+)
+from utvm.rpc.transport import SubprocessTransport, Transport
+from utvm.runtime.typecodes import DLDataTypeCode, TypeCode
+
+__all__ = ["RemoteFunction", "RemoteModule", "RemoteNDArray", "Session", "connect_subprocess"]
+
+log = logging.getLogger("utvm.rpc")
+device_log = logging.getLogger("utvm.device")
+
+#: Incoming packets larger than this are skipped by the host's unframer (a corrupt length field).
+HOST_RECEIVE_LIMIT = 1 << 24
+#: Copy chunk budget when the device has no tvm.rpc.server.GetCRTMaxPacketSize.
+DEFAULT_MAX_TRANSFER_SIZE = 1 << 16
+ALLOC_ALIGNMENT = 64
+CPU = DLDevice(1, 0)  # the device's memory as the CRT names it (kDLCPU, 0)
+_READ_SIZE = 1 << 16
+
+
+def _dl_dtype(dtype: Any) -> DLDataType:
+    """A DLDataType from a DLDataType, a runtime DataType, a numpy dtype or a dtype string."""
+    if isinstance(dtype, DLDataType):
+        return dtype
+    if all(hasattr(dtype, a) for a in ("code", "bits", "lanes")):
+        return DLDataType(int(dtype.code), int(dtype.bits), int(dtype.lanes))
+    import numpy as np
+
+    try:
+        npd = np.dtype(dtype)
+    except TypeError as exc:
+        raise ArgumentError(f"cannot use {dtype!r} as a tensor dtype: {exc}") from exc
+    kinds = {
+        "f": DLDataTypeCode.FLOAT,
+        "i": DLDataTypeCode.INT,
+        "u": DLDataTypeCode.UINT,
+        "b": DLDataTypeCode.BOOL,
+    }
+    if npd.kind not in kinds or npd.shape != ():
+        raise ArgumentError(f"tensor dtype {npd} has no DLPack equivalent here (use int/uint/float/bool)")
+    return DLDataType(int(kinds[npd.kind]), npd.itemsize * 8, 1)
+
+
+def _numpy_dtype(dt: DLDataType) -> Any:
+    import numpy as np
+
+    names = {
+        DLDataTypeCode.FLOAT: "f",
+        DLDataTypeCode.INT: "i",
+        DLDataTypeCode.UINT: "u",
+        DLDataTypeCode.BOOL: "b",
+    }
+    if dt.lanes != 1 or dt.code not in names or dt.bits % 8:
+        raise ArgumentError(
+            f"tensor dtype (code {dt.code}, bits {dt.bits}, lanes {dt.lanes}) has no numpy equivalent"
+        )
+    if dt.code == DLDataTypeCode.BOOL:
+        return np.dtype(np.bool_)
+    return np.dtype(f"<{names[DLDataTypeCode(dt.code)]}{dt.bits // 8}")
+
+
+class RemoteFunction:
+    """A function on the device; calling it runs it there. Arguments: int, float, str, bytes, None,
+    RemoteNDArray, RemoteFunction, RemoteModule, DLDataType/DLDevice (or runtime DataType/Device)."""
+
+    def __init__(self, session: Session, handle: int, name: str) -> None:
+        self.session, self.handle, self.name = session, handle, name
+        self._generation = session._generation
+
+    def __call__(self, *args: Any) -> Any:
+        self.session._check_generation(self._generation, f"function {self.name!r}")
+        return self.session._call(self.handle, args, self.name)
+
+    def __repr__(self) -> str:
+        return f"<RemoteFunction {self.name} handle=0x{self.handle:08x}>"
+
+
+class RemoteModule:
+    """A module on the device (the system library, or one a function returned)."""
+
+    def __init__(self, session: Session, handle: int, name: str = "module") -> None:
+        self.session, self.handle, self.name = session, handle, name
+        self._generation = session._generation
+
+    def get_function(self, name: str, allow_missing: bool = False) -> RemoteFunction | None:
+        sess = self.session
+        sess._check_generation(self._generation, f"module {self.name}")
+        getter = sess.get_function("tvm.rpc.server.ModuleGetFunction")
+        f = getter(self, name, 0)
+        if f is None:
+            if allow_missing:
+                return None
+            raise FunctionNotFoundError(f"{self.name} on the device has no function {name!r}")
+        if not isinstance(f, RemoteFunction):
+            raise RemoteProtocolError(f"ModuleGetFunction({name!r}) returned {f!r}, not a function")
+        f.name = f"{self.name}.{name}" if self.name != "module" else name
+        return f
+
+    def time_evaluator(self, name: str, **kwargs: Any) -> Callable[..., list[float]]:
+        return self.session.time_evaluator(name, module=self, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<RemoteModule {self.name} handle=0x{self.handle:08x}>"
+
+
+class RemoteNDArray:
+    """A tensor in device memory (allocated with DevAllocData, freed with DevFreeData).
+
+    `numpy()` downloads it, `copyfrom(array)` uploads into it; both go in chunks that fit the negotiated
+    maximum packet size. Free it with `free()` (or `with`); a dropped array is freed before the next request.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        data: int,
+        shape: Sequence[int],
+        dtype: DLDataType,
+        device: DLDevice = CPU,
+        owned: bool = True,
+    ) -> None:
+        self.session = session
+        self.data = data
+        self.shape = tuple(int(d) for d in shape)
+        self.dl_dtype = dtype
+        self.device = device
+        self._generation = session._generation
+        self._freed = not owned
+        self._finalizer = (
+            weakref.finalize(self, session._defer_free, data, self._generation) if owned else None
+        )
+
+    @property
+    def dtype(self) -> str:
+        try:
+            return str(_numpy_dtype(self.dl_dtype))
+        except ArgumentError:
+            return f"dl({self.dl_dtype.code},{self.dl_dtype.bits},{self.dl_dtype.lanes})"
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dl_dtype.itemsize
+
+    def tensor(self, byte_offset: int = 0) -> DLTensorRef:
+        if self._freed and self._finalizer is not None:
+            raise ArgumentError(f"{self!r} was freed")
+        self.session._check_generation(self._generation, repr(self))
+        return DLTensorRef(self.data, self.device, self.dl_dtype, self.shape, byte_offset)
+
+    def numpy(self) -> Any:
+        import numpy as np
+
+        out = np.empty(self.shape, dtype=_numpy_dtype(self.dl_dtype))
+        self.session._copy_from_remote(self, memoryview(out).cast("B") if out.nbytes else memoryview(b""))
+        return out
+
+    def copyfrom(self, source: Any) -> RemoteNDArray:
+        import numpy as np
+
+        src = np.ascontiguousarray(np.asarray(source, dtype=_numpy_dtype(self.dl_dtype)))
+        if src.shape != self.shape:
+            raise ArgumentError(
+                f"copyfrom: source shape {src.shape} does not match the remote array's {self.shape}"
+            )
+        self.session._copy_to_remote(self, memoryview(src).cast("B") if src.nbytes else memoryview(b""))
+        return self
+
+    def free(self) -> None:
+        if not self._freed:
+            self._freed = True
+            if self._finalizer is not None:
+                self._finalizer.detach()
+            self.session._free_data(self.data, self._generation)
+
+    def __enter__(self) -> RemoteNDArray:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.free()
+
+    def __repr__(self) -> str:
+        return f"<RemoteNDArray shape={self.shape} dtype={self.dtype} data=0x{self.data:x}>"
+
+
+class Session:
+    """An RPC session with one device over `transport` (see the module docstring).
+
+    `max_packet_size`: the largest RPC transfer used for copies (what tvm.rpc.server.GetCRTMaxPacketSize
+    returns: TVM_CRT_MAX_PACKET_SIZE_BYTES - 11); None asks the device. `pipeline_depth`: copy requests in
+    flight at once (None: what the transport allows). `nonce`: the first session nonce (None: random).
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        handshake_retry_s: float = 1.0,
+        handshake_timeout_s: float = 10.0,
+        reply_timeout_s: float = 30.0,
+        max_packet_size: int | None = None,
+        pipeline_depth: int | None = None,
+        nonce: int | None = None,
+    ) -> None:
+        self.transport = transport
+        self.handshake_retry_s = handshake_retry_s
+        self.handshake_timeout_s = handshake_timeout_s
+        self.reply_timeout_s = reply_timeout_s
+        self._requested_max = max_packet_size
+        self.max_packet_size = max_packet_size or DEFAULT_MAX_TRANSFER_SIZE
+        self.pipeline_depth = max(1, pipeline_depth or transport.pipeline_depth)
+        self._rng = random.Random()
+        self._nonce = nonce if nonce else self._rng.randrange(1, 256)
+        self._generation = 0
+        self._closed = False
+        self._terminated: str | None = None
+        self._need_resync = False
+        self._functions: dict[str, RemoteFunction] = {}
+        self._system_lib: RemoteModule | None = None
+        self._pending_frees: list[int] = []
+        self.proto = SessionProtocol(self._nonce, HOST_RECEIVE_LIMIT)
+        self.stats = {"requests": 0, "resyncs": 0, "dropped": 0}
+        self._start(first=True)
+
+    # --- life cycle -----------------------------------------------------------------------------------------
+    def _start(self, first: bool) -> None:
+        """Handshake (TERMINATE + START_INIT, retried), then InitServer and the max packet size."""
+        proto = self.proto
+        if first:
+            wire = proto.terminate() + proto.initiate()
+        else:
+            wire = proto.initiate()
+        self._handshake(wire)
+        self._need_resync = False
+        self._terminated = None
+        reply = self._exchange(P.encode_init_server(), "InitServer")
+        self._expect_return(reply, "InitServer")
+        if first and self._requested_max is None:
+            getter = self.get_function("tvm.rpc.server.GetCRTMaxPacketSize", allow_missing=True)
+            if getter is not None:
+                size = getter()
+                if not isinstance(size, int) or size <= P.COPY_OVERHEAD_BASE + 8:
+                    raise RemoteProtocolError(f"tvm.rpc.server.GetCRTMaxPacketSize returned {size!r}")
+                self.max_packet_size = size
+
+    def _handshake(self, wire: bytes) -> None:
+        t0 = time.monotonic()
+        deadline = t0 + self.handshake_timeout_s
+        self._write(wire, "a session START_INIT", self.handshake_timeout_s)
+        inits = 1
+        next_retry = t0 + self.handshake_retry_s
+        proto = self.proto
+        while True:
+            ev = proto.next_event()
+            t = type(ev)
+            if t is SessionEstablished:
+                log.debug("session 0x%04x established with %s", ev.session_id, self.transport.describe())
+                return
+            if ev is NEED_DATA:
+                now = time.monotonic()
+                if now >= deadline:
+                    raise SessionTimeoutError(
+                        f"timed out after {self.handshake_timeout_s:.3g} s waiting for the session "
+                        f"START_REPLY from {self.transport.describe()} ({inits} START_INIT sent)"
+                    )
+                if now >= next_retry:
+                    self._write(proto.initiate(), "a session START_INIT", deadline - now)
+                    inits += 1
+                    next_retry = now + self.handshake_retry_s
+                    continue
+                self._receive(min(deadline, next_retry) - now, "the session START_REPLY")
+            elif t is LogMessage:
+                self._device_log(ev.text)
+            elif t is MessageDropped:
+                self.stats["dropped"] += 1
+                log.debug("dropped during the handshake: %s", ev.reason)
+            # SessionTerminated (the device's boot-time TERMINATE) is expected here and ignored.
+
+    def reconnect(self) -> None:
+        """Start a fresh session on the same transport (after the device reset). Remote objects from the
+        previous session become invalid."""
+        self._check_open()
+        self._generation += 1
+        self._functions.clear()
+        self._system_lib = None
+        self._pending_frees.clear()
+        self.proto = SessionProtocol(self._rng.randrange(1, 256), HOST_RECEIVE_LIMIT)
+        self._start(first=True)
+
+    def close(self) -> None:
+        """Send Shutdown (when the session is up) and close the transport."""
+        if self._closed:
+            return
+        try:
+            if self._terminated is None and not self._need_resync and self.proto.state is State.ESTABLISHED:
+                self._write(self.proto.send_normal(P.encode_shutdown()), "Shutdown", 1.0)
+        except UtvmError:
+            pass
+        finally:
+            self._closed = True
+            self.transport.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def device(self) -> DLDevice:
+        return CPU
+
+    # --- the request/reply engine ---------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionTerminatedError("the session is closed")
+
+    def _check_generation(self, generation: int, what: str) -> None:
+        if generation != self._generation:
+            raise SessionTerminatedError(f"{what} belongs to an earlier session (the device was reconnected)")
+
+    def _ready(self) -> None:
+        self._check_open()
+        if self._terminated is not None:
+            raise SessionTerminatedError(f"{self._terminated}; call reconnect() to start a new session")
+        if self._need_resync:
+            self.stats["resyncs"] += 1
+            log.info("restarting the session after a link error")
+            self._start(first=False)
+        if self._pending_frees:
+            frees, self._pending_frees = self._pending_frees, []
+            for data in frees:
+                try:
+                    self._free_data(data, self._generation)
+                except RemoteError as exc:
+                    log.warning("freeing remote array 0x%x failed: %s", data, exc)
+
+    def _write(self, wire: bytes, what: str, timeout: float | None) -> None:
+        try:
+            self.transport.write(wire, timeout)
+        except SessionTimeoutError as exc:
+            self._need_resync = True
+            raise SessionTimeoutError(
+                f"timed out writing {what} to {self.transport.describe()}: {exc}"
+            ) from exc
+        except LinkClosedError as exc:
+            self._terminated = f"the link closed while sending {what}"
+            raise LinkClosedError(f"{self._terminated}: {exc}") from exc
+
+    def _receive(self, timeout: float, what: str) -> None:
+        try:
+            data = self.transport.read(_READ_SIZE, max(0.0, timeout))
+        except SessionTimeoutError:
+            return  # the caller checks its deadline
+        except LinkClosedError as exc:
+            self._terminated = f"the link closed while waiting for {what}"
+            raise LinkClosedError(f"{self._terminated}: {exc}") from exc
+        self.proto.receive_data(data)
+
+    def _send(self, packet: bytes, what: str) -> None:
+        self.stats["requests"] += 1
+        self._write(self.proto.send_normal(packet), f"the request {what}", self.reply_timeout_s)
+
+    def _await_reply(self, what: str) -> P.Reply:
+        deadline = time.monotonic() + self.reply_timeout_s
+        proto = self.proto
+        while True:
+            ev = proto.next_event()
+            t = type(ev)
+            if t is NormalMessage:
+                try:
+                    return P.decode_reply(ev.body)
+                except RemoteProtocolError as exc:
+                    self._need_resync = True
+                    raise RemoteProtocolError(f"bad reply to {what}: {exc}") from exc
+            if ev is NEED_DATA:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._need_resync = True
+                    raise SessionTimeoutError(
+                        f"timed out after {self.reply_timeout_s:.3g} s waiting for the reply "
+                        f"to {what} from {self.transport.describe()}"
+                    )
+                self._receive(left, f"the reply to {what}")
+            elif t is LogMessage:
+                self._device_log(ev.text)
+            elif t is SessionTerminated:
+                if ev.was_established:
+                    self._terminated = "the device terminated the session (it reset)"
+                    raise SessionTerminatedError(
+                        f"{self._terminated} while we waited for the reply to {what}"
+                    )
+            elif t is MessageDropped:
+                self.stats["dropped"] += 1
+                log.debug("dropped a message while waiting for the reply to %s: %s", what, ev.reason)
+                if ev.corrupt:
+                    # A packet from the device was corrupted: it may have been our reply. Fail now rather than
+                    # at the timeout; the next request starts a fresh session.
+                    self._need_resync = True
+                    raise RemoteProtocolError(
+                        f"a packet from the device was corrupted while we waited for the "
+                        f"reply to {what} ({ev.reason})"
+                    )
+            elif t is SessionEstablished:  # the device restarted the session: our request is lost
+                self._need_resync = True
+                raise SessionTerminatedError(
+                    f"the device started a new session while we waited for the reply to {what}"
+                )
+
+    def _exchange(self, packet: bytes, what: str) -> P.Reply:
+        self._send(packet, what)
+        return self._await_reply(what)
+
+    def _request(self, packet: bytes, what: str) -> P.Reply:
+        self._ready()
+        return self._exchange(packet, what)
+
+    def _expect_return(self, reply: P.Reply, what: str) -> tuple[P.PackedArg, ...]:
+        if type(reply) is P.Return:
+            return reply.values
+        if type(reply) is P.ExceptionReply:
+            err = RemoteError(f"{what} failed on the device: {reply.message}")
+            err.device_message = reply.message  # type: ignore[attr-defined]
+            raise err
+        self._need_resync = True
+        raise RemoteProtocolError(f"the device answered {what} with {type(reply).__name__}, expected Return")
+
+    def _syscall(self, code: RPCCode, args: Sequence[P.PackedArg], what: str) -> P.PackedArg:
+        values = self._expect_return(self._request(P.encode_syscall(code, args), what), what)
+        if len(values) != 1:
+            self._need_resync = True
+            raise RemoteProtocolError(f"the reply to {what} carries {len(values)} values, expected 1")
+        return values[0]
+
+    def _device_log(self, text: bytes) -> None:
+        device_log.info("%s", text.decode("utf-8", errors="replace").rstrip("\r\n\0"))
+
+    def _pipeline(
+        self, requests: Iterable[tuple[bytes, str]], on_reply: Callable[[P.Reply, str], None]
+    ) -> None:
+        """Send requests with up to `pipeline_depth` in flight; every reply is awaited (in order) even after
+        a RemoteError, so the link stays in step; the first error is raised at the end."""
+        self._ready()
+        inflight: deque[str] = deque()
+        first_error: RemoteError | None = None
+
+        def settle() -> None:
+            nonlocal first_error
+            what = inflight.popleft()
+            reply = self._await_reply(what)
+            try:
+                on_reply(reply, what)
+            except RemoteError as exc:
+                first_error = first_error or exc
+
+        for packet, what in requests:
+            if len(inflight) >= self.pipeline_depth:
+                settle()
+            self._send(packet, what)
+            inflight.append(what)
+        while inflight:
+            settle()
+        if first_error is not None:
+            raise first_error
+
+    # --- functions and modules ------------------------------------------------------------------------------
+    def _to_arg(self, v: Any, i: int, fname: str) -> P.PackedArg:
+        if isinstance(v, RemoteNDArray):
+            if v.session is not self:
+                raise ArgumentError(f"{fname}: argument {i} is an array of another session")
+            return (TypeCode.DLTENSOR_HANDLE, v.tensor())
+        if isinstance(v, RemoteFunction):
+            return (TypeCode.PACKED_FUNC_HANDLE, v.handle)
+        if isinstance(v, RemoteModule):
+            return (TypeCode.MODULE_HANDLE, v.handle)
+        if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], TypeCode):
+            return v  # an explicit (type code, value) pair
+        if type(v).__module__ == "numpy":
+            import numpy as np
+
+            if isinstance(v, np.ndarray):
+                raise ArgumentError(
+                    f"{fname}: argument {i} is a numpy array; upload it with session.array() first"
+                )
+            if isinstance(v, np.integer | np.bool_):
+                return (TypeCode.INT, int(v))
+            if isinstance(v, np.floating):
+                return (TypeCode.FLOAT, float(v))
+        if not isinstance(v, DLDataType | DLDevice) and not isinstance(v, str | bytes | int | float):
+            if all(hasattr(v, a) for a in ("code", "bits", "lanes")):
+                return (TypeCode.DATA_TYPE, _dl_dtype(v))
+            if hasattr(v, "device_type") and hasattr(v, "device_id"):
+                return (TypeCode.DEVICE, DLDevice(int(v.device_type), int(v.device_id)))
+        try:
+            return P.to_packed_arg(v)
+        except LocalProtocolError as exc:
+            raise ArgumentError(f"{fname}: argument {i}: {exc}") from exc
+
+    def _call(self, handle: int, args: Sequence[Any], fname: str) -> Any:
+        packed = [self._to_arg(a, i, fname) for i, a in enumerate(args)]
+        try:
+            packet = P.encode_call_func(handle, packed)
+        except LocalProtocolError as exc:
+            raise ArgumentError(f"{fname}: {exc}") from exc
+        what = f"CallFunc {fname}"
+        values = self._expect_return(self._request(packet, what), what)
+        try:
+            rtc, v = P.unpack_call_return(values)
+        except RemoteProtocolError as exc:
+            self._need_resync = True
+            raise RemoteProtocolError(f"bad reply to {what}: {exc}") from exc
+        if rtc == TypeCode.PACKED_FUNC_HANDLE:
+            return RemoteFunction(self, v, f"<function returned by {fname}>")
+        if rtc == TypeCode.MODULE_HANDLE:
+            return RemoteModule(self, v, f"<module returned by {fname}>")
+        if rtc == TypeCode.NDARRAY_HANDLE:
+            tensor, _handle = v
+            return RemoteNDArray(self, tensor.data, tensor.shape, tensor.dtype, tensor.device, owned=False)
+        return v
+
+    def get_function(self, name: str, allow_missing: bool = False) -> RemoteFunction | None:
+        """The device's global function `name` (GetGlobalFunc). A missing name raises FunctionNotFoundError
+        (or returns None with allow_missing=True)."""
+        f = self._functions.get(name)
+        if f is not None:
+            return f
+        what = f"GetGlobalFunc({name!r})"
+        tc, handle = self._syscall(RPCCode.GET_GLOBAL_FUNC, [(TypeCode.STR, name)], what)
+        if tc == TypeCode.NULL or (tc == TypeCode.OPAQUE_HANDLE and handle == 0):
+            if allow_missing:
+                return None
+            raise FunctionNotFoundError(f"the device has no global function {name!r}")
+        if tc not in (TypeCode.OPAQUE_HANDLE, TypeCode.PACKED_FUNC_HANDLE):
+            self._need_resync = True
+            raise RemoteProtocolError(f"the reply to {what} carries a {TypeCode(tc).name}, expected a handle")
+        f = RemoteFunction(self, handle, name)
+        self._functions[name] = f
+        return f
+
+    def system_lib(self) -> RemoteModule:
+        """The device's system library module (runtime.SystemLib)."""
+        if self._system_lib is None:
+            mod = self.get_function("runtime.SystemLib")()  # type: ignore[misc]
+            if not isinstance(mod, RemoteModule):
+                raise RemoteProtocolError(f"runtime.SystemLib returned {mod!r}, not a module")
+            mod.name = "system_lib"
+            self._system_lib = mod
+        return self._system_lib
+
+    def time_evaluator(
+        self,
+        name: str,
+        number: int = 10,
+        repeat: int = 1,
+        min_repeat_ms: int = 0,
+        module: RemoteModule | None = None,
+        limit_zero_time_iterations: int = 100,
+        cooldown_interval_ms: int = 0,
+        repeats_to_cooldown: int = 1,
+    ) -> Callable[..., list[float]]:
+        """A callable timing `name` on the device with runtime.RPCTimeEvaluator: one warm-up call, then
+        `repeat` measurements of `number` calls (grown until `min_repeat_ms`); it returns `repeat` mean
+        seconds per call. `name` is a function of `module`, or with module=None a global function (the
+        module argument then travels as NULL, which utvm's CRT takes to mean the global registry)."""
+        for label, v, lo in (
+            ("number", number, 1),
+            ("repeat", repeat, 1),
+            ("min_repeat_ms", min_repeat_ms, 0),
+        ):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ArgumentError(f"time_evaluator: {label} must be an int >= {lo}, got {v!r}")
+        make = self.get_function("runtime.RPCTimeEvaluator")
+        timer = make(
+            module,
+            name,
+            self.device.device_type,
+            self.device.device_id,
+            number,
+            repeat,  # type: ignore[misc]
+            min_repeat_ms,
+            limit_zero_time_iterations,
+            cooldown_interval_ms,
+            repeats_to_cooldown,
+            0,
+            "",
+        )
+        if not isinstance(timer, RemoteFunction):
+            raise RemoteError(f"runtime.RPCTimeEvaluator gave no timer for {name!r} (returned {timer!r})")
+        timer.name = f"time_evaluator({name})"
+
+        def evaluate(*args: Any) -> list[float]:
+            raw = timer(*args)
+            if not isinstance(raw, bytes) or len(raw) != 8 * repeat:
+                raise RemoteProtocolError(
+                    f"{timer.name} returned {raw!r:.60}, expected {repeat} doubles as bytes"
+                )
+            return list(struct.unpack(f"<{repeat}d", raw))
+
+        return evaluate
+
+    # --- remote arrays --------------------------------------------------------------------------------------
+    def empty(self, shape: Sequence[int] | int, dtype: Any = "float32") -> RemoteNDArray:
+        """Allocate an uninitialised tensor in device memory (DevAllocData)."""
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        if any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in shape):
+            raise ArgumentError(f"empty: shape must hold non-negative ints, got {shape}")
+        dt = _dl_dtype(dtype)
+        n = 1
+        for d in shape:
+            n *= d
+        nbytes = n * dt.itemsize
+        what = f"DevAllocData({nbytes} bytes for a {shape} tensor)"
+        tc, handle = self._syscall(
+            RPCCode.DEV_ALLOC_DATA,
+            [
+                (TypeCode.DEVICE, self.device),
+                (TypeCode.INT, nbytes),
+                (TypeCode.INT, ALLOC_ALIGNMENT),
+                (TypeCode.DATA_TYPE, dt),
+            ],
+            what,
+        )
+        if tc != TypeCode.OPAQUE_HANDLE or handle == 0:
+            raise RemoteError(f"{what} returned no memory ({TypeCode(tc).name} {handle!r})")
+        return RemoteNDArray(self, handle, shape, dt)
+
+    def array(self, source: Any, dtype: Any = None) -> RemoteNDArray:
+        """Upload a numpy array (or anything np.asarray takes) into a new remote tensor."""
+        import numpy as np
+
+        src = np.ascontiguousarray(np.asarray(source, dtype=dtype))
+        arr = self.empty(src.shape, src.dtype)
+        try:
+            arr.copyfrom(src)
+        except BaseException:
+            arr.free()
+            raise
+        return arr
+
+    def _defer_free(self, data: int, generation: int) -> None:  # called by the GC: must not do I/O
+        if generation == self._generation and not self._closed:
+            self._pending_frees.append(data)
+
+    def _free_data(self, data: int, generation: int) -> None:
+        if generation != self._generation or self._closed or self._terminated is not None:
+            return  # the device's memory went with the old session
+        self._syscall(
+            RPCCode.DEV_FREE_DATA,
+            [(TypeCode.DEVICE, self.device), (TypeCode.OPAQUE_HANDLE, data)],
+            f"DevFreeData(0x{data:x})",
+        )
+
+    def _chunks(self, arr: RemoteNDArray) -> Iterable[tuple[int, int]]:
+        size = P.copy_chunk_size(self.max_packet_size, len(arr.shape))
+        total = arr.nbytes
+        for off in range(0, total, size):
+            yield off, min(size, total - off)
+
+    def _copy_to_remote(self, arr: RemoteNDArray, data: memoryview) -> None:
+        base = arr.tensor()
+
+        def requests() -> Iterable[tuple[bytes, str]]:
+            for off, n in self._chunks(arr):
+                t = DLTensorRef(base.data, base.device, base.dtype, base.shape, off)
+                yield (
+                    P.encode_copy_to_remote(t, data[off : off + n]),
+                    f"CopyToRemote(bytes {off}..{off + n} of {arr!r})",
+                )
+
+        def on_reply(reply: P.Reply, what: str) -> None:
+            self._expect_return(reply, what)
+
+        self._pipeline(requests(), on_reply)
+
+    def _copy_from_remote(self, arr: RemoteNDArray, out: memoryview) -> None:
+        base = arr.tensor()
+        spans: dict[str, tuple[int, int]] = {}
+
+        def requests() -> Iterable[tuple[bytes, str]]:
+            for off, n in self._chunks(arr):
+                t = DLTensorRef(base.data, base.device, base.dtype, base.shape, off)
+                what = f"CopyFromRemote(bytes {off}..{off + n} of {arr!r})"
+                spans[what] = (off, n)
+                yield P.encode_copy_from_remote(t, n), what
+
+        def on_reply(reply: P.Reply, what: str) -> None:
+            off, n = spans.pop(what)
+            if type(reply) is not P.CopyAck:
+                self._expect_return(reply, what)  # raises RemoteError for an Exception
+                self._need_resync = True
+                raise RemoteProtocolError(f"the device answered {what} with Return, expected CopyAck")
+            if len(reply.data) != n:
+                self._need_resync = True
+                raise RemoteProtocolError(
+                    f"the device answered {what} with {len(reply.data)} bytes, expected {n}"
+                )
+            out[off : off + n] = reply.data
+
+        self._pipeline(requests(), on_reply)
+
+
+def connect_subprocess(
+    argv: Sequence[Any], cwd: Any = None, env: dict[str, str] | None = None, **session_kwargs: Any
+) -> Session:
+    """Start the device program `argv` and open a session over its stdin/stdout. Closing the session
+    shuts the device down."""
+    transport = SubprocessTransport(argv, cwd=cwd, env=env)
+    try:
+        return Session(transport, **session_kwargs)
+    except BaseException:
+        transport.close(timeout=0.5)
+        raise

@@ -1,0 +1,396 @@
+"""The framing layer of the link (DESIGN.md §5.1), sans-IO.
+
+Wire format of one packet::
+
+    FF FD | u32 length (LE) | payload (length bytes) | u16 CRC (LE)
+
+Length, payload and CRC are escaped: a data byte FF travels as FF FF. Control sequences are FF followed by
+FE (NOP, ignored; sent after a reset), FD (packet start: a partial packet in progress is dropped) or
+anything else (an invalid escape: the packet in progress is dropped and counted). The first packet after a
+framer reset is preceded by one raw FE. The CRC is CRC-16/CCITT-FALSE over every raw wire byte from FF FD
+through the end of the escaped payload, NOP pairs inside the packet included.
+
+This module never does I/O (the h11 model, STYLE.md §1): `Framer.send(payload) -> bytes` turns a payload
+into wire bytes; `Unframer.receive_data(bytes)` takes wire bytes in and `Unframer.next_event()` hands out
+frozen events: `PacketStart(length)`, then `PayloadChunk(data)` as soon as payload bytes arrive (the
+receiver never buffers a whole packet to check it), then `PacketEnd(crc_ok)`; or `NEED_DATA` when it needs
+more bytes. Every `PacketStart` is followed by exactly one `PacketEnd`; a packet dropped part-way (restart,
+invalid escape) ends with `PacketEnd(crc_ok=False, reason=...)`. Bytes between packets are skipped.
+"""
+
+from __future__ import annotations
+
+import binascii
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from utvm.errors import LocalProtocolError
+
+__all__ = [
+    "ESCAPE",
+    "ESCAPE_NOP",
+    "ESCAPE_PACKET_START",
+    "MAX_LENGTH_FIELD",
+    "NEED_DATA",
+    "Event",
+    "Framer",
+    "FramingStats",
+    "PacketEnd",
+    "PacketStart",
+    "PayloadChunk",
+    "Sentinel",
+    "Unframer",
+    "encode_packet",
+    "escape",
+]
+
+ESCAPE = 0xFF
+ESCAPE_NOP = 0xFE
+ESCAPE_PACKET_START = 0xFD
+RESET_PREFIX = b"\xfe"
+MAX_LENGTH_FIELD = 0xFFFFFFFF  # the u32 length field
+
+_START = b"\xff\xfd"
+_CRC_AFTER_START = binascii.crc_hqx(_START, 0xFFFF)
+
+
+class Sentinel(type):
+    """Metaclass of sentinels: each sentinel is a class that is an instance of itself, so a caller can
+    dispatch on `type(event)` for events and sentinels alike (as h11 does)."""
+
+    def __new__(mcs, name: str, bases: tuple[type, ...], namespace: dict[str, Any], **kwds: Any) -> Any:
+        assert bases == (Sentinel,)
+        v = super().__new__(mcs, name, bases, namespace, **kwds)
+        v.__class__ = v  # type: ignore[misc]
+        return v
+
+    def __repr__(cls) -> str:
+        return cls.__name__
+
+
+class NEED_DATA(Sentinel, metaclass=Sentinel):
+    """`next_event()` needs more bytes before it can produce another event."""
+
+
+@dataclass(frozen=True, slots=True)
+class PacketStart:
+    """A packet header was received; `length` payload bytes follow."""
+
+    length: int
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.length, bool)
+            or not isinstance(self.length, int)
+            or not (0 <= self.length <= MAX_LENGTH_FIELD)
+        ):
+            raise LocalProtocolError(
+                f"PacketStart.length must be an int in 0..{MAX_LENGTH_FIELD}, got {self.length!r}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class PayloadChunk:
+    """Some payload bytes of the current packet, in order, before the CRC verdict."""
+
+    data: bytes
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.data, bytes) or not self.data:
+            raise LocalProtocolError(f"PayloadChunk.data must be non-empty bytes, got {self.data!r:.40}")
+
+
+@dataclass(frozen=True, slots=True)
+class PacketEnd:
+    """The end of the current packet. `crc_ok` False means: discard what the chunks delivered; `reason`
+    then says why (CRC mismatch, restarted by FF FD, invalid escape)."""
+
+    crc_ok: bool
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.crc_ok, bool):
+            raise LocalProtocolError(f"PacketEnd.crc_ok must be a bool, got {self.crc_ok!r}")
+        if self.crc_ok == bool(self.reason):
+            raise LocalProtocolError("PacketEnd carries a reason exactly when crc_ok is False")
+
+
+Event = PacketStart | PayloadChunk | PacketEnd
+
+
+def escape(data: bytes | bytearray | memoryview) -> bytes:
+    """Escape every FF data byte as FF FF."""
+    return bytes(data).replace(b"\xff", b"\xff\xff")
+
+
+def _unescape_general(raw: bytes) -> bytes:
+    """Unescape a raw run made of whole FF FF / FF FE pairs and plain bytes (NOPs are removed)."""
+    out = bytearray()
+    i = 0
+    while True:
+        j = raw.find(b"\xff", i)
+        if j < 0:
+            out += raw[i:]
+            return bytes(out)
+        out += raw[i:j]
+        if raw[j + 1] == ESCAPE:
+            out.append(ESCAPE)
+        i = j + 2
+
+
+def encode_packet(payload: bytes | bytearray | memoryview, *more: bytes | bytearray | memoryview) -> bytes:
+    """Wire bytes of one packet whose payload is `payload` followed by `more` (no reset prefix)."""
+    length = len(payload) + sum(len(p) for p in more)
+    if length > MAX_LENGTH_FIELD:
+        raise LocalProtocolError(f"packet payload of {length} bytes exceeds the u32 length field")
+    header = _START + escape(struct.pack("<I", length))
+    body = escape(b"".join((payload, *more)) if more else payload)
+    crc = binascii.crc_hqx(body, binascii.crc_hqx(header, 0xFFFF))
+    return b"".join((header, body, escape(crc.to_bytes(2, "little"))))
+
+
+class Framer:
+    """Turns payloads into wire bytes. After construction or `reset()` the next packet is preceded by one
+    raw FE, so a receiver that was in the middle of an escape sequence resynchronises."""
+
+    def __init__(self, max_packet_size: int = MAX_LENGTH_FIELD) -> None:
+        self.max_packet_size = max_packet_size
+        self._after_reset = True
+
+    def reset(self) -> None:
+        self._after_reset = True
+
+    def send(self, payload: bytes | bytearray | memoryview, *more: bytes | bytearray | memoryview) -> bytes:
+        """Wire bytes of one packet (payload = `payload` + `more`)."""
+        length = len(payload) + sum(len(p) for p in more)
+        if length > self.max_packet_size:
+            raise LocalProtocolError(
+                f"packet payload of {length} bytes exceeds the maximum packet size {self.max_packet_size}"
+            )
+        wire = encode_packet(payload, *more)
+        if self._after_reset:
+            self._after_reset = False
+            return RESET_PREFIX + wire
+        return wire
+
+
+@dataclass
+class FramingStats:
+    """What the unframer saw besides good packets (all counters only grow)."""
+
+    packets_ok: int = 0
+    crc_errors: int = 0
+    invalid_escapes: int = 0
+    restarts: int = 0  # FF FD inside a packet
+    too_long: int = 0  # length field above max_packet_size
+    nops: int = 0
+    junk_bytes: int = 0  # bytes outside any packet (boot noise, the reset FE, dropped packet bodies)
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+_IDLE, _HEADER, _PAYLOAD, _CRC = range(4)
+_STATE_NAMES = ("IDLE", "HEADER", "PAYLOAD", "CRC")
+
+
+class Unframer:
+    """Turns wire bytes into events. `max_packet_size` bounds the length field: longer packets are skipped
+    (counted in `stats.too_long`) without a PacketStart, like any bytes outside a packet."""
+
+    def __init__(self, max_packet_size: int = MAX_LENGTH_FIELD) -> None:
+        if not 0 <= max_packet_size <= MAX_LENGTH_FIELD:
+            raise LocalProtocolError(
+                f"max_packet_size must be in 0..{MAX_LENGTH_FIELD}, got {max_packet_size}"
+            )
+        self.max_packet_size = max_packet_size
+        self.stats = FramingStats()
+        self._buf = bytearray()
+        self._pos = 0
+        self._state = _IDLE
+        self._started = False  # a PacketStart was emitted and its PacketEnd is still owed
+        self._crc = 0
+        self._acc = 0  # the length or CRC field being assembled
+        self._nacc = 0
+        self._remaining = 0  # payload bytes still to come
+
+    @property
+    def state(self) -> str:
+        return _STATE_NAMES[self._state]
+
+    @property
+    def in_packet(self) -> bool:
+        return self._state != _IDLE
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        if self._pos:
+            del self._buf[: self._pos]
+            self._pos = 0
+        self._buf += data
+
+    def next_event(self) -> Event | type[NEED_DATA]:
+        while True:
+            state = self._state
+            if state == _PAYLOAD:
+                ev = self._payload()
+            elif state == _IDLE:
+                ev = self._idle()
+            else:
+                ev = self._field_byte(state)
+            if ev is not None:
+                return ev
+
+    def events(self) -> list[Event]:
+        """Every event available now (a convenience over `next_event()`)."""
+        out: list[Event] = []
+        while (ev := self.next_event()) is not NEED_DATA:
+            out.append(ev)  # type: ignore[arg-type]
+        return out
+
+    # --- states -------------------------------------------------------------------------------------------
+    def _begin(self) -> None:
+        self._state = _HEADER
+        self._crc = _CRC_AFTER_START
+        self._acc = 0
+        self._nacc = 0
+
+    def _abort(self, reason: str) -> PacketEnd | None:
+        started, self._started = self._started, False
+        if started:
+            return PacketEnd(False, reason)
+        return None
+
+    def _idle(self) -> type[NEED_DATA] | None:
+        buf, pos = self._buf, self._pos
+        n = len(buf)
+        i = buf.find(b"\xff", pos)
+        if i < 0:
+            self.stats.junk_bytes += n - pos
+            self._pos = n
+            return NEED_DATA
+        self.stats.junk_bytes += i - pos
+        if i + 1 >= n:
+            self._pos = i
+            return NEED_DATA
+        b = buf[i + 1]
+        if b == ESCAPE_PACKET_START:
+            self._pos = i + 2
+            self._begin()
+        elif b == ESCAPE_NOP:
+            self._pos = i + 2
+            self.stats.nops += 1
+        elif b == ESCAPE:
+            # Out of sync: this FF may be the second half of a pair or the start of FF FD; look again.
+            self._pos = i + 1
+            self.stats.junk_bytes += 1
+        else:
+            self._pos = i + 2
+            self.stats.junk_bytes += 2
+        return None
+
+    def _field_byte(self, state: int) -> Event | type[NEED_DATA] | None:
+        """One logical byte of the length (HEADER) or CRC field."""
+        buf, pos = self._buf, self._pos
+        n = len(buf)
+        if pos >= n:
+            return NEED_DATA
+        b = buf[pos]
+        raw = 1
+        if b == ESCAPE:
+            if pos + 1 >= n:
+                return NEED_DATA
+            b2 = buf[pos + 1]
+            if b2 == ESCAPE_PACKET_START:
+                return self._restart(pos + 2)
+            if b2 == ESCAPE_NOP:
+                self.stats.nops += 1
+                if state == _HEADER:
+                    self._crc = binascii.crc_hqx(b"\xff\xfe", self._crc)
+                self._pos = pos + 2
+                return None
+            if b2 != ESCAPE:
+                return self._invalid_escape(pos + 2, b2)
+            raw = 2
+        if state == _HEADER:
+            self._crc = binascii.crc_hqx(buf[pos : pos + raw], self._crc)
+        self._pos = pos + raw
+        self._acc |= b << (8 * self._nacc)
+        self._nacc += 1
+        if state == _HEADER and self._nacc == 4:
+            length, self._acc, self._nacc = self._acc, 0, 0
+            if length > self.max_packet_size:
+                self.stats.too_long += 1
+                self._state = _IDLE
+                return None
+            self._remaining = length
+            self._state = _PAYLOAD if length else _CRC
+            self._started = True
+            return PacketStart(length)
+        if state == _CRC and self._nacc == 2:
+            received = self._acc
+            self._state = _IDLE
+            self._started = False
+            if received == self._crc:
+                self.stats.packets_ok += 1
+                return PacketEnd(True)
+            self.stats.crc_errors += 1
+            return PacketEnd(
+                False, f"CRC mismatch: packet carries 0x{received:04X}, bytes give 0x{self._crc:04X}"
+            )
+        return None
+
+    def _restart(self, new_pos: int) -> PacketEnd | None:
+        self.stats.restarts += 1
+        self._pos = new_pos
+        ev = self._abort("packet dropped: a new packet started (FF FD) inside it")
+        self._begin()
+        return ev
+
+    def _invalid_escape(self, new_pos: int, second: int) -> PacketEnd | None:
+        self.stats.invalid_escapes += 1
+        self._pos = new_pos
+        self._state = _IDLE
+        return self._abort(f"packet dropped: invalid escape FF {second:02X}")
+
+    def _payload(self) -> Event | type[NEED_DATA] | None:
+        buf, pos = self._buf, self._pos
+        n = len(buf)
+        start = pos
+        remaining = self._remaining
+        nop_seen = False
+        while remaining and pos < n:
+            end = pos + remaining
+            if end > n:
+                end = n
+            i = buf.find(b"\xff", pos, end)
+            if i < 0:
+                remaining -= end - pos
+                pos = end
+                break
+            remaining -= i - pos
+            pos = i
+            if pos + 1 >= n:
+                break  # the escape's second byte has not arrived
+            b2 = buf[pos + 1]
+            if b2 == ESCAPE:
+                remaining -= 1
+                pos += 2
+            elif b2 == ESCAPE_NOP:
+                self.stats.nops += 1
+                nop_seen = True
+                pos += 2
+            elif pos > start:
+                break  # hand out the good bytes first; the control sequence is handled next call
+            elif b2 == ESCAPE_PACKET_START:
+                return self._restart(pos + 2)
+            else:
+                return self._invalid_escape(pos + 2, b2)
+        if pos == start:
+            return NEED_DATA
+        raw = bytes(buf[start:pos])
+        self._crc = binascii.crc_hqx(raw, self._crc)
+        self._pos = pos
+        self._remaining = remaining
+        if not remaining:
+            self._state = _CRC
+        data = _unescape_general(raw) if nop_seen else raw.replace(b"\xff\xff", b"\xff")
+        return PayloadChunk(data) if data else None

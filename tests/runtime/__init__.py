@@ -1,0 +1,1 @@
+"""Tests of the host runtime system (utvm.runtime, utvm.nd, utvm.demo)."""
