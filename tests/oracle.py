@@ -42,7 +42,8 @@ def tflite_reference(model: Model, inputs: Inputs, *, timeout: float = 300) -> l
     return tflite_reference_batch(model, [inputs], timeout=timeout)[0]
 
 
-def tflite_reference_batch(model: Model, input_sets: Sequence[Inputs], *, timeout: float = 300) -> list[list[np.ndarray]]:
+def tflite_reference_batch(model: Model, input_sets: Sequence[Inputs], *,
+                           timeout: float = 300) -> list[list[np.ndarray]]:
     """Run many input sets through one interpreter in one subprocess."""
     (res,) = tflite_reference_many([(model, input_sets)], timeout=timeout)
     if isinstance(res, OracleError):

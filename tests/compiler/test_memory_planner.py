@@ -74,7 +74,7 @@ def test_branch_and_bound_reaches_the_lower_bound_on_chains(sizes: list[int]) ->
     # Tensor i is written by op i and read by op i + 1: a chain of lifetimes [i, i + 1].
     items = [Interval(i, s, i, i + 1) for i, s in enumerate(sizes)]
     p = place(items, "branch_and_bound")
-    assert p.size == p.lower_bound == max(align(a) + align(b) for a, b in zip([0, *sizes], [*sizes, 0]))
+    assert p.size == p.lower_bound == max(align(a) + align(b) for a, b in zip([0, *sizes], [*sizes, 0], strict=True))
     assert p.optimal
 
 

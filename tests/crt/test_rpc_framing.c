@@ -425,6 +425,37 @@ static void test_unframer_too_long(void** state) {
   check_one_packet(&r, v);
 }
 
+/* A truncated packet ending in a dangling escape byte, then a packet: FF FF FD between packets starts
+ * one. Inside a too-long packet (skipped) an escaped FF FD is data, not a start. */
+static void test_unframer_dangling_escape_and_skipped_data(void** state) {
+  static const uint8_t dangling[] = {0xFF, 0xFD, 0x09, 0x00, 0x00, 0x00, 0x61, 0xFF};
+  static const uint8_t long_with_fffd[] = {0xFF, 0xFD, 0x08, 0x00, 0x00, 0x00, 0x01, 0x02, 0xFF,
+                                           0xFF, 0xFD, 0x05, 0x00, 0x00, 0x00, 0x07, 0x08, 0x09, 0x00, 0x00};
+  const FramingVector* v = &kFramingVectors[0];
+  TVMUnframer u;
+  Recorder r;
+  (void)state;
+  /* the dangling FF swallows the next FF as data inside the truncated packet: FD is then data, so the
+   * next start is lost ... */
+  unframer_for(&u, &r, 4096);
+  feed(&u, dangling, sizeof(dangling), 1);
+  feed(&u, v->wire, v->wire_len, 1);
+  /* ... but once that packet has ended (here: bad CRC), FF FF FD outside a packet starts one */
+  feed(&u, (const uint8_t*)"\xFF", 1, 1);
+  feed(&u, v->wire, v->wire_len, 1);
+  assert_int_equal(r.verdicts[r.ends - 1], kTvmErrorNoError);
+  assert_int_equal(r.len_at_end[r.ends - 1], 3);
+  /* skipped packet (8 > max 4) containing escaped FF then FD 05 00 ... : no false start */
+  unframer_for(&u, &r, 4);
+  feed(&u, long_with_fffd, sizeof(long_with_fffd), 1);
+  assert_int_equal(r.starts, 0);
+  assert_int_equal(r.ends, 1);
+  assert_int_equal(r.verdicts[0], kTvmErrorFramingPacketTooLong);
+  feed(&u, v->wire, v->wire_len, 1);
+  assert_int_equal(r.starts, 1);
+  assert_int_equal(r.verdicts[1], kTvmErrorNoError);
+}
+
 static void test_unframer_bad_crc(void** state) {
   size_t i, k;
   (void)state;
@@ -526,6 +557,7 @@ int main(void) {
       cmocka_unit_test(test_unframer_restart),
       cmocka_unit_test(test_unframer_invalid_escape),
       cmocka_unit_test(test_unframer_too_long),
+      cmocka_unit_test(test_unframer_dangling_escape_and_skipped_data),
       cmocka_unit_test(test_unframer_bad_crc),
       cmocka_unit_test(test_unframer_handler_control),
       cmocka_unit_test(test_round_trip),

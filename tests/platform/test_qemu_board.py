@@ -50,8 +50,11 @@ def test_qemu_command_is_binary_clean_and_deterministic() -> None:
 def test_crt_config_overrides() -> None:
     text = crt_config_text({"TVM_CRT_MAX_PACKET_SIZE_BYTES": 4096})
     assert "#define TVM_CRT_MAX_PACKET_SIZE_BYTES 4096" in text
-    with pytest.raises(PlatformError, match="TVM_CRT_NO_SUCH"):
-        crt_config_text({"TVM_CRT_NO_SUCH": 1})
+    assert "#define TVM_CRT_FRAMER_BUFFER_SIZE_BYTES 64" in crt_config_text({"TVM_CRT_FRAMER_BUFFER_SIZE_BYTES": 64})
+    with pytest.raises(PlatformError, match="MAX_ARGS"):
+        crt_config_text({"TVM_CRT_MAX_ARGS": "many"})
+    with pytest.raises(PlatformError, match="UTVM_X"):
+        crt_config_text({"UTVM_X": 1})
 
 
 def test_generated_project_builds_with_make_alone(tmp_path) -> None:

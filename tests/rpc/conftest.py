@@ -8,6 +8,7 @@ log, sleep_ms) and TVM_CRT_MAX_PACKET_SIZE_BYTES = 2048. Platforms that need an 
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -16,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from utvm.rpc import Session, connect_subprocess
+from utvm.rpc import Session
+from utvm.rpc.transport import SubprocessTransport, Transport
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors"
 FAKE_DEVICE = Path(__file__).resolve().parent / "fake_device.py"
@@ -59,15 +61,23 @@ def fake_device_argv(max_packet_size: int = 2048) -> list[str]:
     return [sys.executable, str(FAKE_DEVICE), "--max-packet-size", str(max_packet_size)]
 
 
-def start_host(**kwargs: Any) -> Session:
-    return connect_subprocess([host_device_path()], **{**E2E_SESSION_KWARGS, **kwargs})
+def start_host(wrap: Callable[[Transport], Transport] | None = None, **kwargs: Any) -> Session:
+    """A session to a fresh host device; `wrap` may interpose a transport (fault injection, recording)."""
+    transport = SubprocessTransport([host_device_path()])
+    try:
+        return Session(wrap(transport) if wrap else transport, **{**E2E_SESSION_KWARGS, **kwargs})
+    except BaseException:
+        transport.close(timeout=0.5)
+        raise
 
 
+# name -> starter(wrap=None, **session_kwargs) -> Session. Each starter leaves `session.transport` (or its
+# `.inner` when wrapped) with a kill() that makes the device vanish as if it crashed.
 PLATFORM_STARTERS: dict[str, Callable[..., Session]] = {"host": start_host}
 LINK_PLATFORMS = [pytest.param("host", id="host")]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def _host_device_built() -> None:
     host_device_path()  # build (or find in the cache) before any timed step
 
@@ -82,7 +92,7 @@ def link_device(request: pytest.FixtureRequest, _host_device_built: None) -> Ite
         sess.close()
 
 
-@pytest.fixture
-def link_starter(request: pytest.FixtureRequest) -> Callable[..., Session]:
-    """For tests that start (and kill, and restart) devices themselves: the starter of the platform."""
-    return PLATFORM_STARTERS[getattr(request, "param", "host")]
+@pytest.fixture(params=LINK_PLATFORMS)
+def link_starter(request: pytest.FixtureRequest, _host_device_built: None) -> Callable[..., Session]:
+    """For tests that start (wrap, kill, restart) devices themselves: the platform's starter."""
+    return PLATFORM_STARTERS[request.param]

@@ -23,7 +23,7 @@ import numpy as np
 from utvm.errors import RemoteProtocolError, SessionTimeoutError
 from utvm.rpc import protocol as P
 from utvm.rpc.protocol import DLDataType, DLTensorRef, RPCCode
-from utvm.rpc.session import NEED_DATA, NormalMessage, SessionProtocol
+from utvm.rpc.session import NEED_DATA, NormalMessage, SessionEstablished, SessionProtocol
 from utvm.rpc.transport import Transport
 from utvm.runtime.typecodes import TypeCode
 
@@ -86,6 +86,8 @@ class FakeDevice:
         self.session.receive_data(data)
         while (ev := self.session.next_event()) is not NEED_DATA:
             self.out += self.session.data_to_send()
+            if type(ev) is SessionEstablished:
+                self.memory.clear()  # as utvm's CRT does: a new session frees what RPC allocated
             if type(ev) is NormalMessage:
                 reply = self.handle(ev.body)
                 if reply is not None:
@@ -133,9 +135,7 @@ class FakeDevice:
         if buf is None:
             raise FakeError(f"tensor data 0x{t.data:x} is not an allocation")
         if t.byte_offset + nbytes > len(buf):
-            raise FakeError(
-                f"copy of {nbytes} bytes at offset {t.byte_offset} overruns the {len(buf)}-byte tensor"
-            )
+            raise FakeError(f"copy of {nbytes} bytes at offset {t.byte_offset} overruns the {len(buf)}-byte tensor")
         return buf, t.byte_offset
 
     def _syscall(self, code: RPCCode, args: tuple[P.PackedArg, ...]) -> bytes:
@@ -144,9 +144,7 @@ class FakeDevice:
             if codes != [TypeCode.STR]:
                 raise FakeError(f"GetGlobalFunc: expected one STR argument, got type codes {codes}")
             name = args[0][1]
-            handle = (
-                function_handle(GLOBAL_MODULE, self._global_names.index(name)) if name in self.globals else 0
-            )
+            handle = function_handle(GLOBAL_MODULE, self._global_names.index(name)) if name in self.globals else 0
             return P.encode_return([(TypeCode.OPAQUE_HANDLE, handle)])
         if code == RPCCode.FREE_HANDLE:
             if codes != [TypeCode.OPAQUE_HANDLE, TypeCode.INT]:
@@ -190,9 +188,7 @@ class FakeDevice:
         return P.encode_return([(TypeCode.INT, int(rtc)), (rtc, value)])
 
     # --- globals: each takes (type code, value) pairs and returns one --------------------------------------
-    def _module_get_function(
-        self, mod: P.PackedArg, name: P.PackedArg, query: P.PackedArg
-    ) -> tuple[int, Any]:
+    def _module_get_function(self, mod: P.PackedArg, name: P.PackedArg, query: P.PackedArg) -> tuple[int, Any]:
         if mod != (TypeCode.MODULE_HANDLE, self.SYSTEM_LIB_HANDLE) or name[0] != TypeCode.STR:
             raise FakeError(f"ModuleGetFunction: bad arguments {mod!r}, {name!r}")
         if name[1] not in self._system_lib:
@@ -203,11 +199,7 @@ class FakeDevice:
         )
 
     def _time_evaluator(self, *args: P.PackedArg) -> tuple[int, Any]:
-        if (
-            len(args) < 7
-            or args[0][0] not in (TypeCode.MODULE_HANDLE, TypeCode.NULL)
-            or args[1][0] != TypeCode.STR
-        ):
+        if len(args) < 7 or args[0][0] not in (TypeCode.MODULE_HANDLE, TypeCode.NULL) or args[1][0] != TypeCode.STR:
             raise FakeError(
                 "RPCTimeEvaluator: expected (module or null, name, device_type, device_id, number, "
                 "repeat, min_repeat_ms, ...)"

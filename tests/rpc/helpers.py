@@ -26,9 +26,7 @@ def tr(feed: Callable[[list[bytes]], Any], data: bytes, expected: Any) -> None:
     assert got == expected, f"fed with trailing bytes: {got!r} != {expected!r}"
 
 
-def unframe(
-    chunks: list[bytes], max_packet_size: int = 0xFFFFFFFF
-) -> tuple[list[tuple[bytes, bool]], Unframer]:
+def unframe(chunks: list[bytes], max_packet_size: int = 0xFFFFFFFF) -> tuple[list[tuple[bytes, bool]], Unframer]:
     """Packets ([payload, crc_ok]) the unframer produces from `chunks`, checking the event grammar:
     PacketStart, PayloadChunk*, PacketEnd; the chunks add up to at most the announced length."""
     u = Unframer(max_packet_size)

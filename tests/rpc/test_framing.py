@@ -118,9 +118,7 @@ def test_event_constructors_validate():
         PacketStart(1).length = 2  # type: ignore[misc]
 
 
-payload_lists = st.lists(
-    st.binary(max_size=300) | st.sampled_from([b"\xff" * 7, b"\xff\xfd\xff\xfe"]), max_size=6
-)
+payload_lists = st.lists(st.binary(max_size=300) | st.sampled_from([b"\xff" * 7, b"\xff\xfd\xff\xfe"]), max_size=6)
 
 
 @given(payload_lists, st.lists(st.integers(1, 40), min_size=1, max_size=20))

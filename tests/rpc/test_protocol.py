@@ -52,9 +52,7 @@ def test_request_vectors_encode(rpc_vectors):
     v = lambda name: _vec(rpc_vectors, name)  # noqa: E731
     assert P.encode_init_server() == v("init_server")
     assert P.encode_shutdown() == v("shutdown")
-    assert P.encode_syscall(RPCCode.GET_GLOBAL_FUNC, [(TypeCode.STR, "testing.add_one")]) == v(
-        "get_global_func"
-    )
+    assert P.encode_syscall(RPCCode.GET_GLOBAL_FUNC, [(TypeCode.STR, "testing.add_one")]) == v("get_global_func")
     a = DLTensorRef(0x10000000, CPU, F32, (4,))
     b = DLTensorRef(0x10000040, CPU, F32, (4,))
     assert P.encode_call_func(H_ADD, [(TypeCode.DLTENSOR_HANDLE, a), (TypeCode.DLTENSOR_HANDLE, b)]) == v(
@@ -66,9 +64,9 @@ def test_request_vectors_encode(rpc_vectors):
         RPCCode.DEV_ALLOC_DATA,
         [(TypeCode.DEVICE, CPU), (TypeCode.INT, 16), (TypeCode.INT, 64), (TypeCode.DATA_TYPE, F32)],
     ) == v("dev_alloc_data")
-    assert P.encode_syscall(
-        RPCCode.DEV_FREE_DATA, [(TypeCode.DEVICE, CPU), (TypeCode.OPAQUE_HANDLE, 0x10000040)]
-    ) == v("dev_free_data")
+    assert P.encode_syscall(RPCCode.DEV_FREE_DATA, [(TypeCode.DEVICE, CPU), (TypeCode.OPAQUE_HANDLE, 0x10000040)]) == v(
+        "dev_free_data"
+    )
     assert P.encode_syscall(RPCCode.FREE_HANDLE, [(TypeCode.OPAQUE_HANDLE, H_ADD), (TypeCode.INT, 10)]) == v(
         "free_handle"
     )
@@ -115,12 +113,8 @@ def test_reply_vectors_decode(rpc_vectors):
     assert v("exception") == P.ExceptionReply("boom")
     assert v("copy_ack") == P.CopyAck(struct.pack("<2f", 1.0, 2.0))
     # ... and the encoders produce the same bytes
-    assert P.encode_return([(TypeCode.INT, 0), (TypeCode.NULL, None)]) != _vec(
-        rpc_vectors, "call_return_void"
-    )
-    assert P.encode_return([(TypeCode.INT, 4), (TypeCode.NULL, None)]) == _vec(
-        rpc_vectors, "call_return_void"
-    )
+    assert P.encode_return([(TypeCode.INT, 0), (TypeCode.NULL, None)]) != _vec(rpc_vectors, "call_return_void")
+    assert P.encode_return([(TypeCode.INT, 4), (TypeCode.NULL, None)]) == _vec(rpc_vectors, "call_return_void")
     assert P.encode_exception("boom") == _vec(rpc_vectors, "exception")
     assert P.encode_copy_ack(struct.pack("<2f", 1.0, 2.0)) == _vec(rpc_vectors, "copy_ack")
 
@@ -203,9 +197,7 @@ VALUES = {
     TypeCode.BYTES: st.binary(max_size=40),
     TypeCode.NDARRAY_HANDLE: u64,
 }
-args = st.lists(
-    st.sampled_from(list(TypeCode)).flatmap(lambda tc: st.tuples(st.just(tc), VALUES[tc])), max_size=8
-)
+args = st.lists(st.sampled_from(list(TypeCode)).flatmap(lambda tc: st.tuples(st.just(tc), VALUES[tc])), max_size=8)
 
 
 @given(args)
@@ -246,10 +238,7 @@ def test_decoder_errors_name_the_field(rpc_vectors):
         P.decode_request(P.encode_copy_ack(b""))
     with pytest.raises(RemoteProtocolError, match="trailing bytes"):
         P.decode_reply(
-            _vec(rpc_vectors, "return_void")[:0]
-            + struct.pack("<Qi", 4 + 8 + 1, 4)
-            + struct.pack("<ii", 1, 4)
-            + b"\x00"
+            _vec(rpc_vectors, "return_void")[:0] + struct.pack("<Qi", 4 + 8 + 1, 4) + struct.pack("<ii", 1, 4) + b"\x00"
         )
 
 
@@ -278,3 +267,16 @@ def test_fuzz_decoders_raise_only_remote_protocol_error(rpc_vectors, data):
             decode(bytes(buf))
         except RemoteProtocolError:
             pass
+
+
+@given(tensors, st.binary(max_size=300), st.integers(1, 120))
+def test_bulk_copy_packets_equal_the_plain_encoders(t, data, chunk):
+    t = DLTensorRef(t.data, t.device, t.dtype, t.shape, t.byte_offset % 2**32)
+    ups = list(P.copy_to_remote_packets(t, data, chunk))
+    downs = list(P.copy_from_remote_packets(t, len(data), chunk))
+    assert [(o, n) for o, n, _ in ups] == [(o, min(chunk, len(data) - o)) for o in range(0, len(data), chunk)]
+    assert [(o, n) for o, n, _ in downs] == [(o, n) for o, n, _ in ups]
+    for (off, n, up), (_, _, down) in zip(ups, downs, strict=True):
+        at = DLTensorRef(t.data, t.device, t.dtype, t.shape, t.byte_offset + off)
+        assert up == P.encode_copy_to_remote(at, data[off : off + n])
+        assert down == P.encode_copy_from_remote(at, n)

@@ -65,10 +65,7 @@ def test_message_vectors_encode(session_vectors):
     with pytest.raises(LocalProtocolError, match="INIT_SENT"):
         host.send_normal(b"hello")  # not established yet
     for m in session_vectors["messages"]:
-        assert (
-            encode_packet(encode_message(m["session_id"], m["type"], bytes.fromhex(m["body"])))
-            == wires[m["name"]]
-        )
+        assert encode_packet(encode_message(m["session_id"], m["type"], bytes.fromhex(m["body"]))) == wires[m["name"]]
 
 
 def test_design_vectors_verbatim():

@@ -155,16 +155,20 @@ class _Arg:
     shape: tuple[int, ...]
 
 
-def _unpack_block(prefix: str, func: str, args: Sequence[_Arg], shapes: _Shapes, var: str = "data") -> str:
-    """C statements checking num_args and every DLTensor argument into void* var[i]."""
+def _unpack_block(prefix: str, func: str, args: Sequence[_Arg], shapes: _Shapes, var: str = "data",
+                  func_expr: str | None = None) -> str:
+    """C statements checking num_args and every DLTensor argument into void* var[i].
+
+    Error texts name `func` (or the run-time string `func_expr`, a C expression, when given)."""
     n = len(args)
+    fname = func_expr or f"\"{func}\""
     lines = [f"  if (num_args != {n}) {{",
-             f"    TVMAPISetLastErrorf(\"%s: expected {n} arguments, got %d\", \"{func}\", num_args);",
+             f"    TVMAPISetLastErrorf(\"%s: expected {n} arguments, got %d\", {fname}, num_args);",
              "    return (int)kTvmErrorFunctionCallNumArguments;", "  }"]
     for i, a in enumerate(args):
         code, bits = DL_TYPES[a.dtype]
         lines.append(
-            f"  err = {prefix}_tensor_arg(\"{func}\", \"{_c_str(a.name)}\", args, type_codes, {i}, \"{a.dtype}\", "
+            f"  err = {prefix}_tensor_arg({fname}, \"{_c_str(a.name)}\", args, type_codes, {i}, \"{a.dtype}\", "
             f"{code}U, {bits}U, {len(a.shape)}, {shapes.get(a.shape)}, &{var}[{i}]);")
         lines.append("  if (err != 0) {\n    return err;\n  }")
     return "\n".join(lines)
@@ -349,11 +353,16 @@ def main_source(lowered: Lowered, opts: Options, iface: ModelInterface) -> str:
         locals_ = [f"  void* data[{max(len(io_args), 1)}];"] + [
             f"  {C_TYPES[x.dtype]}* {x.param};" for x in io] + locals_ + ["  int err;"]
         body = [*locals_, "  (void)out_ret_value;", "  (void)resource_handle;",
-                _unpack_block(prefix, main_name, io_args, shapes)]
+                _unpack_block(prefix, main_name, io_args, shapes, func_expr="func")]
         for i, x in enumerate(io):
             body.append(f"  {x.param} = ({C_TYPES[x.dtype]}*)data[{i}];\n  (void){x.param};")
-        func = [f"int {main_name}({PACKED_PARAMS}) {{", *body, *steps,
-                "  *out_ret_tcode = (int)kTVMNullptr;", "  return 0;", "}", ""]
+        # One body for __tvm_main__ and _run, each naming itself in error texts.
+        impl = f"{prefix}_main_impl"
+        func = [f"static int {impl}(const char* func, {PACKED_PARAMS}) {{", *body, *steps,
+                "  *out_ret_tcode = (int)kTVMNullptr;", "  return 0;", "}", "",
+                f"int {main_name}({PACKED_PARAMS}) {{",
+                f"  return {impl}(\"{main_name}\", args, type_codes, num_args, out_ret_value, out_ret_tcode, "
+                "resource_handle);", "}", ""]
     else:
         params = [f"{C_TYPES[x.dtype]}* {x.param}" for x in io]
         if user_ws:
@@ -380,74 +389,71 @@ def main_source(lowered: Lowered, opts: Options, iface: ModelInterface) -> str:
 
 def _entry_source(lowered: Lowered, opts: Options, iface: ModelInterface, main_name: str) -> str:
     prefix = f"tvmgen_{opts.model_name}"
-    user_ws = opts.workspace == "user"
-    io = (*iface.inputs, *iface.outputs)
     if opts.interface_api == "packed":
         if not opts.unpacked_api:
             return (f"/* The model's entry point: main over (inputs..., outputs...) as DLTensors. */\n"
                     f"int {prefix}_run({PACKED_PARAMS}) {{\n"
-                    f"  return {main_name}(args, type_codes, num_args, out_ret_value, out_ret_tcode, "
-                    "resource_handle);\n}\n")
-        return _packed_adapter(prefix, f"{prefix}_run", main_name, lowered, iface, user_ws=False, static=False)
-    # interface c
-    call = ", ".join([*(f"inputs->{x.field}" for x in iface.inputs), *(f"outputs->{x.field}" for x in iface.outputs)])
-    lines = []
-    if user_ws and lowered.plan.workspace_bytes == 0:
-        # Nothing to place: the context is not read (and may be NULL).
-        lines.append(
-            f"int32_t {prefix}_run(struct {prefix}_inputs* inputs, struct {prefix}_outputs* outputs, "
-            "TVMContext* context) {\n  (void)context;\n"
-            + ("  (void)inputs;\n" if not iface.inputs else "") + ("  (void)outputs;\n" if not iface.outputs else "")
-            + f"  return {main_name}({call}{', ' if call else ''}NULL);\n}}\n")
-        entry_call = (f"{prefix}_run(({_struct('inputs', prefix)}*)inputs, ({_struct('outputs', prefix)}*)outputs, "
-                      "context)")
-        ctx_void = ""
+                    f"  return {prefix}_main_impl(\"{prefix}_run\", args, type_codes, num_args, out_ret_value, "
+                    "out_ret_tcode, resource_handle);\n}\n")
+        return _packed_adapter(prefix, f"{prefix}_run", main_name, iface, static=False)
+
+    # Interface c: tvmgen_<m>_run over the structs, the TVMModel entry point and the descriptor.
+    user_ws = opts.workspace == "user"
+    ws_needed = user_ws and lowered.plan.workspace_bytes > 0
+    args = [*(f"inputs->{x.field}" for x in iface.inputs), *(f"outputs->{x.field}" for x in iface.outputs)]
+    if user_ws:
+        args.append("workspace" if ws_needed else "NULL")
+    run_params = f"struct {prefix}_inputs* inputs, struct {prefix}_outputs* outputs"
+    body = []
+    if not iface.inputs:
+        body.append("  (void)inputs;")
+    if not iface.outputs:
+        body.append("  (void)outputs;")
+    if ws_needed:
+        # The workspace comes from the application: refuse a missing or misaligned one.
+        body = ["  uint8_t* workspace;", *body,
+                "  if (context == NULL || context->workspace == NULL || context->workspace[0] == NULL) {",
+                "    return (int32_t)TVM_MICRO_ERROR_BAD_CONTEXT;", "  }",
+                "  workspace = (uint8_t*)context->workspace[0];",
+                f"  if (((size_t)workspace % {ALIGNMENT}U) != 0U) {{",
+                "    return (int32_t)TVM_MICRO_ERROR_BAD_CONTEXT;", "  }"]
     elif user_ws:
-        lines.append(
-            f"int32_t {prefix}_run(struct {prefix}_inputs* inputs, struct {prefix}_outputs* outputs, "
-            "TVMContext* context) {\n"
-            "  uint8_t* workspace;\n"
-            "  if (context == NULL || context->workspace == NULL || context->workspace[0] == NULL) {\n"
-            "    return (int32_t)TVM_MICRO_ERROR_BAD_CONTEXT;\n  }\n"
-            "  workspace = (uint8_t*)context->workspace[0];\n"
-            f"  if (((size_t)workspace % {ALIGNMENT}U) != 0U) {{\n"
-            "    return (int32_t)TVM_MICRO_ERROR_BAD_CONTEXT;\n  }\n"
-            f"  return {main_name}({call}{', ' if call else ''}workspace);\n}}\n")
-        entry_call = f"{prefix}_run(({_struct('inputs', prefix)}*)inputs, ({_struct('outputs', prefix)}*)outputs, context)"
-        ctx_void = ""
+        body.append("  (void)context;  /* nothing to place: the model needs no workspace */")
+    run_sig = f"int32_t {prefix}_run({run_params}{', TVMContext* context' if user_ws else ''})"
+    casts = f"(struct {prefix}_inputs*)inputs, (struct {prefix}_outputs*)outputs"
+    entry = [f"static int32_t {prefix}_entrypoint(void* inputs, void* outputs, TVMContext* context) {{"]
+    if user_ws:
+        entry.append(f"  return {prefix}_run({casts}, context);")
     else:
-        lines.append(
-            f"int32_t {prefix}_run(struct {prefix}_inputs* inputs, struct {prefix}_outputs* outputs) {{\n"
-            + ("  (void)inputs;\n" if not iface.inputs else "") + ("  (void)outputs;\n" if not iface.outputs else "")
-            + f"  return {main_name}({call});\n}}\n")
-        entry_call = f"{prefix}_run(({_struct('inputs', prefix)}*)inputs, ({_struct('outputs', prefix)}*)outputs)"
-        ctx_void = "  (void)context;\n"
-    lines.append(
-        f"static int32_t {prefix}_entrypoint(void* inputs, void* outputs, TVMContext* context) {{\n"
-        f"{ctx_void}  return {entry_call};\n}}\n")
-    lines.append(f"static const size_t {prefix}_workspace_sizes[1] = {{{prefix.upper()}_WORKSPACE_SIZE}};\n")
-    lines.append(
-        f"const TVMModel {prefix}_model = {{\n"
-        f"  TVM_MICRO_MODEL_VERSION,\n  \"{opts.model_name}\",\n  {len(iface.inputs)}U,\n  {len(iface.outputs)}U,\n"
-        f"  1U,\n  {prefix}_workspace_sizes,\n  {1 if user_ws else 0}U,\n  {prefix}_entrypoint\n}};\n")
-    del io
-    return "\n".join(lines)
+        entry += ["  (void)context;", f"  return {prefix}_run({casts});"]
+    entry.append("}")
+    return "\n".join([
+        f"{run_sig} {{", *body, f"  return {main_name}({', '.join(args)});", "}", "",
+        *entry, "",
+        f"static const size_t {prefix}_workspace_sizes[1] = {{{prefix.upper()}_WORKSPACE_SIZE}};", "",
+        f"const TVMModel {prefix}_model = {{",
+        "  TVM_MICRO_MODEL_VERSION,",
+        f"  \"{opts.model_name}\",",
+        f"  {len(iface.inputs)}U,  /* inputs */",
+        f"  {len(iface.outputs)}U,  /* outputs */",
+        "  1U,  /* workspace pools */",
+        f"  {prefix}_workspace_sizes,",
+        f"  {1 if user_ws else 0}U,  /* workspace from the TVMContext */",
+        f"  {prefix}_entrypoint",
+        "};", ""])
 
 
 def _struct(which: str, prefix: str) -> str:
     return f"struct {prefix}_{which}"
 
 
-def _packed_adapter(prefix: str, name: str, target: str, lowered: Lowered, iface: ModelInterface, user_ws: bool,
-                    static: bool, ws_expr: str = "") -> str:
+def _packed_adapter(prefix: str, name: str, target: str, iface: ModelInterface, static: bool) -> str:
     """A TVMBackendPackedCFunc `name` over (inputs..., outputs...) calling the unpacked `target`."""
     io = (*iface.inputs, *iface.outputs)
     args = [_Arg(x.name, x.dtype, x.shape) for x in io]
     shapes = _Shapes(f"{name}")
     body = _unpack_block(prefix, name, args, shapes)
     call = ", ".join(f"({C_TYPES[x.dtype]}*)data[{i}]" for i, x in enumerate(io))
-    if user_ws:
-        call = f"{call}{', ' if call else ''}{ws_expr}"
     return (f"{shapes.render()}\n\n/* Packed entry: (inputs..., outputs...) as DLTensors -> {target}. */\n"
             f"{'static ' if static else ''}int {name}({PACKED_PARAMS}) {{\n"
             f"  void* data[{max(len(args), 1)}];\n  int err;\n  (void)out_ret_value;\n  (void)resource_handle;\n"
@@ -512,8 +518,7 @@ def system_lib_source(lowered: Lowered, opts: Options, iface: ModelInterface) ->
             f"static int32_t {run_call_target}({params}) {{\n"
             f"  struct {prefix}_inputs inputs;\n  struct {prefix}_outputs outputs;\n{ctx}{fill_in}{fill_out}"
             f"  return {call};\n}}\n")
-        out.append(_packed_adapter(prefix, f"{prefix}_run_packed", run_call_target, lowered, iface,
-                                   user_ws=False, static=True))
+        out.append(_packed_adapter(prefix, f"{prefix}_run_packed", run_call_target, iface, static=True))
     else:
         for _reg, cname in entries:
             out.append(f"int {cname}({PACKED_PARAMS});")

@@ -259,7 +259,8 @@ def _emit(source: Graph, lowered: Lowered, opts: CompileOptions, log: list[tuple
             if f.outputs else False,
         )
         for f in lowered.funcs)
-    constant_bytes = lowered.ops_file.constant_bytes + sum(graph.tensor(n).nbytes for n in lowered.output_consts.values())
+    constant_bytes = lowered.ops_file.constant_bytes + sum(
+        graph.tensor(n).nbytes for n in lowered.output_consts.values())
     sys_funcs = tuple(r for r, _c in codegen.system_lib_entries(lowered, cg_opts))
     metadata = build_metadata(opts, iface, lowered.plan, operators, constant_bytes, sources, sys_funcs, log)
     includes = {f"{prefix}.h": header_source(iface, metadata, opts.interface_api, opts.unpacked_api, opts.workspace,

@@ -249,3 +249,17 @@ class LocalModel:
         ins, outs = self._check_inputs(inputs), self._new_outputs()
         self.call_system_lib(self.compiled.run_function, [*ins, *outs])
         return outs
+
+
+def random_inputs(compiled: CompiledModel, rng: np.random.Generator) -> list[np.ndarray]:
+    """One random input set in model order: integers over the dtype's range, floats ~ N(0, 1)."""
+    out = []
+    for x in compiled.interface.inputs:
+        if x.dtype == "float32":
+            out.append(rng.standard_normal(x.shape).astype(np.float32))
+        elif x.dtype == "bool":
+            out.append(rng.integers(0, 2, x.shape).astype(np.bool_))
+        else:
+            info = np.iinfo(x.dtype)
+            out.append(rng.integers(info.min, info.max, x.shape, endpoint=True).astype(x.dtype))
+    return out

@@ -260,7 +260,8 @@ class _Importer:
                                         f"{_TYPE_NAMES.get(t.type, t.type)}; supported tensor types: "
                                         + ", ".join(sorted(_TYPE_NAMES[k] for k in _TYPES)))
         if t.sparse:
-            raise UnsupportedModelError(f"tensor {name!r} (index {t.index}) is sparse; sparse tensors are not supported")
+            raise UnsupportedModelError(f"tensor {name!r} (index {t.index}) is sparse; sparse tensors are not "
+                                        "supported")
         if t.is_variable:
             raise UnsupportedModelError(f"tensor {name!r} (index {t.index}) is a variable; stateful models are "
                                         "not supported")
@@ -373,7 +374,8 @@ def _conv(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
     x, w = imp.tensors[ins[0]], imp.tensors[ins[1]]
     imp.check_hybrid(op, ins[0], ins[1])
     if len(x.shape) != 4 or len(w.shape) != 4:
-        raise ModelFormatError(f"operator {op.index} ({op.code}): input {x.name!r} and filter {w.name!r} must be rank 4")
+        raise ModelFormatError(f"operator {op.index} ({op.code}): input {x.name!r} and filter {w.name!r} must be "
+                               "rank 4")
     o = op.options
     strides = (int(o["stride_h"]), int(o["stride_w"]))
     dilation = (int(o.get("dilation_h", 1)) or 1, int(o.get("dilation_w", 1)) or 1)

@@ -1,19 +1,14 @@
-"""Graph IR (tensors, nodes, graphs) and the reference interpreter entry point."""
+"""Graph IR (tensors, nodes, graphs), the reference interpreter and the graph checker.
+
+    from utvm.ir import Graph, run_reference, verify
+"""
 
 from __future__ import annotations
 
 from utvm.ir.graph import DTYPES, Graph, Node, Quantization, Tensor
+from utvm.ir.interp import run_reference
+
+# Imported by name last: the submodule utvm.ir.verify would otherwise shadow the function of that name.
+from utvm.ir.verify import verify
 
 __all__ = ["DTYPES", "Graph", "Node", "Quantization", "Tensor", "run_reference", "verify"]
-
-
-def run_reference(graph: Graph, inputs, **kwargs):  # noqa: ANN001, ANN003 - defined in utvm.ir.interp
-    from utvm.ir.interp import run_reference as _run
-
-    return _run(graph, inputs, **kwargs)
-
-
-def verify(graph: Graph) -> None:
-    from utvm.ir.verify import verify as _verify
-
-    _verify(graph)

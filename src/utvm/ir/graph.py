@@ -70,7 +70,8 @@ class Tensor:
         if self.dtype not in DTYPES:
             raise GraphError(f"tensor {self.name!r}: unsupported dtype {self.dtype!r} (supported: {', '.join(DTYPES)})")
         if any((not isinstance(d, int)) or d < 0 for d in self.shape):
-            raise GraphError(f"tensor {self.name!r}: shape {self.shape} must be non-negative integers (no dynamic dims)")
+            raise GraphError(f"tensor {self.name!r}: shape {self.shape} must be non-negative integers "
+                             "(no dynamic dims)")
         if self.data is not None:
             if tuple(self.data.shape) != tuple(self.shape):
                 raise GraphError(f"tensor {self.name!r}: data shape {self.data.shape} != declared {self.shape}")
@@ -101,7 +102,8 @@ class Tensor:
         same_data = (self.data is None and other.data is None) or (
             self.data is not None and other.data is not None and np.array_equal(self.data, other.data)
         )
-        return (self.name, self.shape, self.dtype, self.quant) == (other.name, other.shape, other.dtype, other.quant) and same_data
+        mine = (self.name, self.shape, self.dtype, self.quant)
+        return mine == (other.name, other.shape, other.dtype, other.quant) and same_data
 
     def __hash__(self) -> int:
         return hash((self.name, self.shape, self.dtype))
@@ -111,7 +113,8 @@ class Tensor:
         if self.quant is not None:
             d["quant"] = self.quant.to_json()
         if self.data is not None:
-            d["data"] = base64.b64encode(np.ascontiguousarray(self.data).astype(f"<{self.data.dtype.str[1:]}").tobytes()).decode()
+            little = np.ascontiguousarray(self.data).astype(f"<{self.data.dtype.str[1:]}")
+            d["data"] = base64.b64encode(little.tobytes()).decode()
         return d
 
     @staticmethod

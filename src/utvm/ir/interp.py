@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from utvm.errors import GraphError, UnsupportedOperatorError
-from utvm.ir.graph import Graph, Node
+from utvm.ir.graph import Graph
 from utvm.ops import OP_MODULES, _quant, op_module
 
 
@@ -94,5 +94,3 @@ def run_reference(graph: Graph, inputs: Mapping[str, Any], rounding: str = "sing
     return {o: env[o] for o in graph.outputs}
 
 
-def _node(graph: Graph, index: int) -> Node:  # pragma: no cover - convenience for debugging
-    return graph.nodes[index]

@@ -13,7 +13,7 @@ defaults). Inputs in brackets are optional ("" in Node.inputs when absent):
                     strides dilation padding depth_multiplier=int activation
   dense             (x[..., K], w[O,K], [bias[O]])  activation          (TFLite FULLY_CONNECTED, ONNX Gemm/MatMul
                                                                          with a constant right operand)
-  matmul            (a[..., M, K], b[..., K, N])  numpy matmul semantics (float only)
+  matmul            (a[..., M, K], b[..., K, N])  numpy matmul semantics (int8: TFLite BATCH_MATMUL)
   max_pool2d        (x[N,H,W,C])  pool=(kh,kw) strides padding dilation=(dh,dw) ceil_mode=bool activation
   avg_pool2d        (x[N,H,W,C])  pool strides padding dilation ceil_mode count_include_pad=bool activation
   global_avg_pool2d (x[N,H,W,C]) -> [N,1,1,C]
@@ -24,16 +24,34 @@ defaults). Inputs in brackets are optional ("" in Node.inputs when absent):
   reshape           (x, [shape const])  shape=(..)   (a pure alias of the data; no copy)
   transpose         (x)  perm=(..)
   concat            (x0, x1, ...)  axis=int
-  pad               (x, [pads const])  pads=((before,after),...) value=float|int (the real value for int8: the
-                    output zero point)
+  pad               (x, [pads const])  pads=((before,after),...) value=float|int (in the tensor's domain: for
+                    int8 the quantized value, e.g. the output zero point)
   quantize          (x float32 | int8) -> int8    (requantizes when the input is int8)
   dequantize        (x int8) -> float32
   batch_norm        (x, scale, bias, mean, var) epsilon=float  (folded into conv by a pass when possible)
 
 Activation strings: "none", "relu", "relu6", "relu_n1_to_1", "tanh", "sign_bit" (TFLite's fused
-activation names, lower case). Quantized ops clamp to the activation range in the output's quantized domain.
+activation names, lower case). Quantized ops clamp to the activation range in the output's quantized domain
+(utvm.ops._quant.activation_range_quantized). "tanh" and "sign_bit" are accepted as names but rejected by
+every op's infer (TFLite's kernels silently ignore them, so no model relies on them).
 
-Fused operators produced by passes keep the base op name and gain attributes (see utvm.compiler.passes).
+int8 details every module documents in its own docstring: per-tensor activations, symmetric (zero point 0)
+weights per tensor or per output channel, int32 biases; `pad`'s `value` is in the tensor's own domain (the
+quantized integer for int8, e.g. the output zero point); int8 data-movement ops (pools, transpose, concat,
+pad) need identical input and output quantization; `global_avg_pool2d` int8 is `mean` over axes (1, 2);
+logistic/tanh/softmax int8 outputs have TFLite's fixed scales (1/256 zp -128, 1/128 zp 0, 1/256 zp -128).
+
+Module interface (each family, STYLE.md item 8): an attrs dataclass (`attrs_of(node)`), `infer(node,
+graph) -> [(shape, dtype), ...]` raising GraphError naming the node, `prepare(node, graph, rounding) ->
+<Family>Params` (a frozen dataclass holding everything a kernel needs besides the tensor data: shapes,
+padding, zero points, per-channel multipliers and shifts, clamp range, and `rounding`, the rounding that
+this kernel uses, already resolved from the compile mode by utvm.ops._quant.kernel_rounding), and
+`reference(params, *arrays)`, the numpy definition, reading only params and the input arrays (absent
+optional inputs are None; trailing ones are dropped).
+
+Rounding modes (utvm.ops._quant): "single" reproduces ai-edge-litert's reference kernels (measured: only
+FULLY_CONNECTED rounds once there, every other kernel uses gemmlowp double rounding); "double" is TFLM
+(double rounding everywhere).
 """
 
 from __future__ import annotations

@@ -78,9 +78,22 @@ def per_tensor(node: Node, graph: Graph, t: Tensor, role: str) -> tuple[float, i
         raise fail(node, graph, f"{role} {t.name!r} is {t.dtype} but has no quantization parameters")
     if q.per_channel and len(q.scale) != 1:
         raise fail(node, graph, f"{role} {t.name!r} must be quantized per tensor, not per channel (axis {q.axis})")
-    if not q.scale[0] > 0:
-        raise fail(node, graph, f"{role} {t.name!r} has non-positive scale {q.scale[0]}")
+    check_scales(node, graph, t, role)
     return float(q.scale[0]), int(q.zero_point[0])
+
+
+def check_scales(node: Node, graph: Graph, t: Tensor, role: str) -> None:
+    """Scales must be finite and positive, zero points inside the tensor's integer range."""
+    q = t.quant
+    assert q is not None
+    bad = [s for s in q.scale if not (np.isfinite(s) and s > 0)]
+    if bad:
+        raise fail(node, graph, f"{role} {t.name!r} has invalid quantization scale {bad[0]!r} (must be finite, > 0)")
+    if t.dtype in ("int8", "uint8", "int16"):
+        info = np.iinfo(np.dtype(t.dtype))
+        out = [z for z in q.zero_point if not info.min <= z <= info.max]
+        if out:
+            raise fail(node, graph, f"{role} {t.name!r} has zero point {out[0]} outside the {t.dtype} range")
 
 
 def same_quant(node: Node, graph: Graph, a: Tensor, b: Tensor) -> tuple[float, int]:
@@ -99,6 +112,9 @@ def activation(node: Node, graph: Graph) -> str:
     act = node.attrs.get("activation", "none")
     if act not in ACTIVATIONS:
         raise fail(node, graph, f"unknown activation {act!r}; supported: {', '.join(ACTIVATIONS)}")
+    if act in ("tanh", "sign_bit"):
+        raise fail(node, graph, f"fused activation {act!r} is not supported (supported: none, relu, relu6, "
+                                "relu_n1_to_1)")
     return act
 
 

@@ -15,10 +15,10 @@ Rounding modes, chosen per compile (`ROUNDINGS`), and what each kernel family do
 * `quantize_multiplier(real, rounding)`: TFLite's QuantizeMultiplier — a positive double scale becomes an
   int32 Q31 multiplier and a power-of-two exponent (`real ~= multiplier * 2**(shift - 31)`).
 * `multiply_by_quantized_multiplier(x, multiplier, shift, rounding)`:
-    - "single": TFLite built with TFLITE_SINGLE_ROUNDING (what ai-edge-litert's interpreter does):
-      `(x * m + 2**(30 - shift)) >> (31 - shift)`, one rounding, ties towards +infinity;
-    - "double": gemmlowp's SaturatingRoundingDoublingHighMul followed by RoundingDivideByPOT (what
-      TensorFlow Lite Micro does), two roundings, each to nearest with ties away from zero.
+    - "single": TFLite built with TFLITE_SINGLE_ROUNDING: `(x * m + 2**(30 - shift)) >> (31 - shift)`,
+      one rounding to nearest, ties towards +infinity;
+    - "double": gemmlowp's SaturatingRoundingDoublingHighMul (to nearest, ties towards +infinity) followed
+      by RoundingDivideByPOT (to nearest, ties away from zero): two roundings.
   The same helper also stands for TFLite's `...SmallerThanOneExp` (shift <= 0) and `...GreaterThanOne`
   (shift >= 0) variants: with either rounding they are exactly this function restricted to those shifts.
 * gemmlowp's fixed-point transcendental functions (`exp_on_negative_values`, `logistic`, `tanh`,
@@ -128,8 +128,9 @@ def round_half_away(x: np.ndarray) -> np.ndarray:
 
 # --- gemmlowp primitives -------------------------------------------------------------------------------------
 def saturating_rounding_doubling_high_mul(a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
-    """gemmlowp SaturatingRoundingDoublingHighMul on int32 values: round(a * b / 2**31), ties away from
-    zero; the one overflowing case (INT32_MIN * INT32_MIN) saturates to INT32_MAX."""
+    """gemmlowp SaturatingRoundingDoublingHighMul on int32 values: floor(a * b / 2**31 + 1/2), i.e. to
+    nearest with ties towards +infinity (the nudge 1 - 2**30 for negative products, then C's truncating
+    division); the one overflowing case (INT32_MIN * INT32_MIN) saturates to INT32_MAX."""
     a = _i64(a)
     b = _i64(b)
     overflow = (a == INT32_MIN) & (b == INT32_MIN)

@@ -178,6 +178,7 @@ def prepare(node: Node, graph: Graph, rounding: str = "single") -> Conv2DParams:
         if wq.axis != channel_axis or len(wq.scale) != n_out:
             raise c.fail(node, graph, f"weights {w.name!r}: per-channel quantization must be along axis "
                                       f"{channel_axis} with {n_out} scales (got axis {wq.axis}, {len(wq.scale)})")
+    c.check_scales(node, graph, w, "weights")
     if any(int(z) != 0 for z in wq.zero_point):
         raise c.fail(node, graph, f"int8 weights {w.name!r} must be symmetric (zero point 0), got {wq.zero_point}")
     w_scales = [float(s) for s in wq.scale] if len(wq.scale) > 1 else [float(wq.scale[0])] * n_out

@@ -157,6 +157,7 @@ def prepare(node: Node, graph: Graph, rounding: str = "single") -> DenseParams:
     wq = b.quant
     if wq is None:
         raise c.fail(node, graph, f"int8 weights {b.name!r} have no quantization parameters")
+    c.check_scales(node, graph, b, "weights")
     if len(wq.scale) > 1:
         if wq.axis != 0 or len(wq.scale) != units:
             raise c.fail(node, graph, f"weights {b.name!r}: per-channel quantization must be along axis 0 "

@@ -131,7 +131,8 @@ def reference(p: Pool2DParams, x: np.ndarray) -> np.ndarray:
     if p.dtype == "float32":
         y = total / count
         return c.clamp_float(y.astype(np.float32), float(p.act_min), float(p.act_max))
-    s = np.rint(total).astype(np.int64) + (count - inside.sum(axis=(2, 3))[None, :, :, None]).astype(np.int64) * p.zero_point
+    padded_taps = (count - inside.sum(axis=(2, 3))[None, :, :, None]).astype(np.int64)
+    s = np.rint(total).astype(np.int64) + padded_taps * p.zero_point
     cnt = np.maximum(count.astype(np.int64), 1)  # a window with no tap inside: TFLite leaves it, we give 0
     y = np.where(s > 0, (s + cnt // 2) // cnt, -((-(s - cnt // 2)) // cnt))
     return np.clip(y, p.act_min, p.act_max).astype(np.int8)

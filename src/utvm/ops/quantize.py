@@ -69,6 +69,7 @@ def prepare(node: Node, graph: Graph, rounding: str = "single") -> QuantizeParam
         q = x.quant
         if q is None:
             raise c.fail(node, graph, f"input {x.name!r} has no quantization parameters")
+        c.check_scales(node, graph, x, "input")
         if len(q.scale) > 1:
             return QuantizeParams(**base, axis=q.axis, scales=tuple(q.scale),
                                   zero_points=tuple(q.zero_point) * (len(q.scale) if len(q.zero_point) == 1 else 1))

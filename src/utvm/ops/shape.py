@@ -69,7 +69,8 @@ def infer(node: Node, graph: Graph) -> list[c.OutType]:
         x = c.req(node, graph, 0)
         perm = attrs_of(node).perm  # type: ignore[union-attr]
         if sorted(perm) != list(range(len(x.shape))):
-            raise c.fail(node, graph, f"perm {list(perm)} is not a permutation of the {len(x.shape)} axes of {x.name!r}")
+            raise c.fail(node, graph, f"perm {list(perm)} is not a permutation of the {len(x.shape)} axes of "
+                                      f"{x.name!r}")
         return [(tuple(x.shape[p] for p in perm), x.dtype)]
     if len(node.inputs) < 1:
         raise c.fail(node, graph, "concat needs at least one input")

@@ -80,6 +80,8 @@ def prepare(node: Node, graph: Graph, rounding: str = "single") -> SoftmaxParams
                                   f"(got {s_out:.9g}, {zp_out})")
     max_real = float((1 << 30) - 1) if rounding == "single" else float((1 << 31) - 1)
     real = min(at.beta * s_in * float(1 << (31 - SCALED_DIFF_INTEGER_BITS)), max_real)
+    if not real > 1.0:
+        raise c.fail(node, graph, f"int8 softmax needs beta * input scale > 2**-26 (beta {at.beta}, scale {s_in:.9g})")
     m, e = _quant.quantize_multiplier_greater_than_one(real, rounding)
     diff_min = -_quant.calculate_input_radius(SCALED_DIFF_INTEGER_BITS, e)
     return SoftmaxParams(**base, input_multiplier=m, input_left_shift=e, diff_min=diff_min)

@@ -100,12 +100,15 @@ def _numpy_dtype(dt: DLDataType) -> Any:
         DLDataTypeCode.BOOL: "b",
     }
     if dt.lanes != 1 or dt.code not in names or dt.bits % 8:
-        raise ArgumentError(
-            f"tensor dtype (code {dt.code}, bits {dt.bits}, lanes {dt.lanes}) has no numpy equivalent"
-        )
+        raise ArgumentError(f"tensor dtype (code {dt.code}, bits {dt.bits}, lanes {dt.lanes}) has no numpy equivalent")
     if dt.code == DLDataTypeCode.BOOL:
         return np.dtype(np.bool_)
     return np.dtype(f"<{names[DLDataTypeCode(dt.code)]}{dt.bits // 8}")
+
+
+def _c_contiguous(a: Any) -> Any:
+    """`a` as a C-contiguous array of its own shape (np.ascontiguousarray would make a 0-d array 1-d)."""
+    return a if a.flags.c_contiguous else a.copy(order="C")
 
 
 class RemoteFunction:
@@ -174,10 +177,9 @@ class RemoteNDArray:
         self.dl_dtype = dtype
         self.device = device
         self._generation = session._generation
+        self._epoch = session._memory_epoch
         self._freed = not owned
-        self._finalizer = (
-            weakref.finalize(self, session._defer_free, data, self._generation) if owned else None
-        )
+        self._finalizer = weakref.finalize(self, session._defer_free, data, self._epoch) if owned else None
 
     @property
     def dtype(self) -> str:
@@ -201,6 +203,7 @@ class RemoteNDArray:
         if self._freed and self._finalizer is not None:
             raise ArgumentError(f"{self!r} was freed")
         self.session._check_generation(self._generation, repr(self))
+        self.session._check_epoch(self._epoch, repr(self))
         return DLTensorRef(self.data, self.device, self.dl_dtype, self.shape, byte_offset)
 
     def numpy(self) -> Any:
@@ -213,11 +216,9 @@ class RemoteNDArray:
     def copyfrom(self, source: Any) -> RemoteNDArray:
         import numpy as np
 
-        src = np.ascontiguousarray(np.asarray(source, dtype=_numpy_dtype(self.dl_dtype)))
+        src = _c_contiguous(np.asarray(source, dtype=_numpy_dtype(self.dl_dtype)))
         if src.shape != self.shape:
-            raise ArgumentError(
-                f"copyfrom: source shape {src.shape} does not match the remote array's {self.shape}"
-            )
+            raise ArgumentError(f"copyfrom: source shape {src.shape} does not match the remote array's {self.shape}")
         self.session._copy_to_remote(self, memoryview(src).cast("B") if src.nbytes else memoryview(b""))
         return self
 
@@ -226,7 +227,7 @@ class RemoteNDArray:
             self._freed = True
             if self._finalizer is not None:
                 self._finalizer.detach()
-            self.session._free_data(self.data, self._generation)
+            self.session._free_data(self.data, self._epoch)
 
     def __enter__(self) -> RemoteNDArray:
         return self
@@ -265,7 +266,8 @@ class Session:
         self.pipeline_depth = max(1, pipeline_depth or transport.pipeline_depth)
         self._rng = random.Random()
         self._nonce = nonce if nonce else self._rng.randrange(1, 256)
-        self._generation = 0
+        self._generation = 0  # bumped by reconnect(): every remote object dies
+        self._memory_epoch = 0  # bumped by every new session: remote arrays die (the CRT frees them)
         self._closed = False
         self._terminated: str | None = None
         self._need_resync = False
@@ -335,6 +337,7 @@ class Session:
         previous session become invalid."""
         self._check_open()
         self._generation += 1
+        self._memory_epoch += 1
         self._functions.clear()
         self._system_lib = None
         self._pending_frees.clear()
@@ -373,6 +376,13 @@ class Session:
         if generation != self._generation:
             raise SessionTerminatedError(f"{what} belongs to an earlier session (the device was reconnected)")
 
+    def _check_epoch(self, epoch: int, what: str) -> None:
+        if epoch != self._memory_epoch:
+            raise SessionTerminatedError(
+                f"{what} is gone: the session was restarted after a link error, and the device frees the "
+                "memory allocated over RPC when a new session starts"
+            )
+
     def _ready(self) -> None:
         self._check_open()
         if self._terminated is not None:
@@ -380,12 +390,14 @@ class Session:
         if self._need_resync:
             self.stats["resyncs"] += 1
             log.info("restarting the session after a link error")
+            self._memory_epoch += 1
+            self._pending_frees.clear()
             self._start(first=False)
         if self._pending_frees:
             frees, self._pending_frees = self._pending_frees, []
             for data in frees:
                 try:
-                    self._free_data(data, self._generation)
+                    self._free_data(data, self._memory_epoch)
                 except RemoteError as exc:
                     log.warning("freeing remote array 0x%x failed: %s", data, exc)
 
@@ -394,9 +406,7 @@ class Session:
             self.transport.write(wire, timeout)
         except SessionTimeoutError as exc:
             self._need_resync = True
-            raise SessionTimeoutError(
-                f"timed out writing {what} to {self.transport.describe()}: {exc}"
-            ) from exc
+            raise SessionTimeoutError(f"timed out writing {what} to {self.transport.describe()}: {exc}") from exc
         except LinkClosedError as exc:
             self._terminated = f"the link closed while sending {what}"
             raise LinkClosedError(f"{self._terminated}: {exc}") from exc
@@ -441,9 +451,7 @@ class Session:
             elif t is SessionTerminated:
                 if ev.was_established:
                     self._terminated = "the device terminated the session (it reset)"
-                    raise SessionTerminatedError(
-                        f"{self._terminated} while we waited for the reply to {what}"
-                    )
+                    raise SessionTerminatedError(f"{self._terminated} while we waited for the reply to {what}")
             elif t is MessageDropped:
                 self.stats["dropped"] += 1
                 log.debug("dropped a message while waiting for the reply to %s: %s", what, ev.reason)
@@ -452,8 +460,7 @@ class Session:
                     # at the timeout; the next request starts a fresh session.
                     self._need_resync = True
                     raise RemoteProtocolError(
-                        f"a packet from the device was corrupted while we waited for the "
-                        f"reply to {what} ({ev.reason})"
+                        f"a packet from the device was corrupted while we waited for the reply to {what} ({ev.reason})"
                     )
             elif t is SessionEstablished:  # the device restarted the session: our request is lost
                 self._need_resync = True
@@ -489,9 +496,7 @@ class Session:
     def _device_log(self, text: bytes) -> None:
         device_log.info("%s", text.decode("utf-8", errors="replace").rstrip("\r\n\0"))
 
-    def _pipeline(
-        self, requests: Iterable[tuple[bytes, str]], on_reply: Callable[[P.Reply, str], None]
-    ) -> None:
+    def _pipeline(self, requests: Iterable[tuple[bytes, str]], on_reply: Callable[[P.Reply, str], None]) -> None:
         """Send requests with up to `pipeline_depth` in flight; every reply is awaited (in order) even after
         a RemoteError, so the link stays in step; the first error is raised at the end."""
         self._ready()
@@ -533,9 +538,7 @@ class Session:
             import numpy as np
 
             if isinstance(v, np.ndarray):
-                raise ArgumentError(
-                    f"{fname}: argument {i} is a numpy array; upload it with session.array() first"
-                )
+                raise ArgumentError(f"{fname}: argument {i} is a numpy array; upload it with session.array() first")
             if isinstance(v, np.integer | np.bool_):
                 return (TypeCode.INT, int(v))
             if isinstance(v, np.floating):
@@ -645,9 +648,7 @@ class Session:
         def evaluate(*args: Any) -> list[float]:
             raw = timer(*args)
             if not isinstance(raw, bytes) or len(raw) != 8 * repeat:
-                raise RemoteProtocolError(
-                    f"{timer.name} returned {raw!r:.60}, expected {repeat} doubles as bytes"
-                )
+                raise RemoteProtocolError(f"{timer.name} returned {raw!r:.60}, expected {repeat} doubles as bytes")
             return list(struct.unpack(f"<{repeat}d", raw))
 
         return evaluate
@@ -682,44 +683,39 @@ class Session:
         """Upload a numpy array (or anything np.asarray takes) into a new remote tensor."""
         import numpy as np
 
-        src = np.ascontiguousarray(np.asarray(source, dtype=dtype))
+        src = _c_contiguous(np.asarray(source, dtype=dtype))
         arr = self.empty(src.shape, src.dtype)
         try:
             arr.copyfrom(src)
         except BaseException:
-            arr.free()
+            try:
+                arr.free()
+            except UtvmError as exc:  # the upload's error is the one to report
+                log.debug("freeing %r after a failed upload failed too: %s", arr, exc)
             raise
         return arr
 
-    def _defer_free(self, data: int, generation: int) -> None:  # called by the GC: must not do I/O
-        if generation == self._generation and not self._closed:
+    def _defer_free(self, data: int, epoch: int) -> None:  # called by the GC: must not do I/O
+        if epoch == self._memory_epoch and not self._closed:
             self._pending_frees.append(data)
 
-    def _free_data(self, data: int, generation: int) -> None:
-        if generation != self._generation or self._closed or self._terminated is not None:
-            return  # the device's memory went with the old session
-        self._syscall(
-            RPCCode.DEV_FREE_DATA,
-            [(TypeCode.DEVICE, self.device), (TypeCode.OPAQUE_HANDLE, data)],
-            f"DevFreeData(0x{data:x})",
-        )
-
-    def _chunks(self, arr: RemoteNDArray) -> Iterable[tuple[int, int]]:
-        size = P.copy_chunk_size(self.max_packet_size, len(arr.shape))
-        total = arr.nbytes
-        for off in range(0, total, size):
-            yield off, min(size, total - off)
+    def _free_data(self, data: int, epoch: int) -> None:
+        if self._closed or self._terminated is not None:
+            return
+        self._ready()  # may start a new session, which frees the memory by itself
+        if epoch != self._memory_epoch:
+            return
+        what = f"DevFreeData(0x{data:x})"
+        args = [(TypeCode.DEVICE, self.device), (TypeCode.OPAQUE_HANDLE, data)]
+        self._expect_return(self._exchange(P.encode_syscall(RPCCode.DEV_FREE_DATA, args), what), what)
 
     def _copy_to_remote(self, arr: RemoteNDArray, data: memoryview) -> None:
-        base = arr.tensor()
+        tensor, label = arr.tensor(), repr(arr)
+        chunk = P.copy_chunk_size(self.max_packet_size, len(arr.shape))
 
         def requests() -> Iterable[tuple[bytes, str]]:
-            for off, n in self._chunks(arr):
-                t = DLTensorRef(base.data, base.device, base.dtype, base.shape, off)
-                yield (
-                    P.encode_copy_to_remote(t, data[off : off + n]),
-                    f"CopyToRemote(bytes {off}..{off + n} of {arr!r})",
-                )
+            for off, n, packet in P.copy_to_remote_packets(tensor, data, chunk):
+                yield packet, f"CopyToRemote(bytes {off}..{off + n} of {label})"
 
         def on_reply(reply: P.Reply, what: str) -> None:
             self._expect_return(reply, what)
@@ -727,27 +723,24 @@ class Session:
         self._pipeline(requests(), on_reply)
 
     def _copy_from_remote(self, arr: RemoteNDArray, out: memoryview) -> None:
-        base = arr.tensor()
-        spans: dict[str, tuple[int, int]] = {}
+        tensor, label = arr.tensor(), repr(arr)
+        chunk = P.copy_chunk_size(self.max_packet_size, len(arr.shape))
+        spans: deque[tuple[int, int]] = deque()
 
         def requests() -> Iterable[tuple[bytes, str]]:
-            for off, n in self._chunks(arr):
-                t = DLTensorRef(base.data, base.device, base.dtype, base.shape, off)
-                what = f"CopyFromRemote(bytes {off}..{off + n} of {arr!r})"
-                spans[what] = (off, n)
-                yield P.encode_copy_from_remote(t, n), what
+            for off, n, packet in P.copy_from_remote_packets(tensor, len(out), chunk):
+                spans.append((off, n))
+                yield packet, f"CopyFromRemote(bytes {off}..{off + n} of {label})"
 
         def on_reply(reply: P.Reply, what: str) -> None:
-            off, n = spans.pop(what)
+            off, n = spans.popleft()  # replies come in request order
             if type(reply) is not P.CopyAck:
                 self._expect_return(reply, what)  # raises RemoteError for an Exception
                 self._need_resync = True
                 raise RemoteProtocolError(f"the device answered {what} with Return, expected CopyAck")
             if len(reply.data) != n:
                 self._need_resync = True
-                raise RemoteProtocolError(
-                    f"the device answered {what} with {len(reply.data)} bytes, expected {n}"
-                )
+                raise RemoteProtocolError(f"the device answered {what} with {len(reply.data)} bytes, expected {n}")
             out[off : off + n] = reply.data
 
         self._pipeline(requests(), on_reply)

@@ -85,9 +85,7 @@ class PacketStart:
             or not isinstance(self.length, int)
             or not (0 <= self.length <= MAX_LENGTH_FIELD)
         ):
-            raise LocalProtocolError(
-                f"PacketStart.length must be an int in 0..{MAX_LENGTH_FIELD}, got {self.length!r}"
-            )
+            raise LocalProtocolError(f"PacketStart.length must be an int in 0..{MAX_LENGTH_FIELD}, got {self.length!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +115,7 @@ class PacketEnd:
 
 
 Event = PacketStart | PayloadChunk | PacketEnd
+_PACKET_OK = PacketEnd(True)  # events are immutable values: one instance serves every good packet
 
 
 def escape(data: bytes | bytearray | memoryview) -> bytes:
@@ -199,9 +198,7 @@ class Unframer:
 
     def __init__(self, max_packet_size: int = MAX_LENGTH_FIELD) -> None:
         if not 0 <= max_packet_size <= MAX_LENGTH_FIELD:
-            raise LocalProtocolError(
-                f"max_packet_size must be in 0..{MAX_LENGTH_FIELD}, got {max_packet_size}"
-            )
+            raise LocalProtocolError(f"max_packet_size must be in 0..{MAX_LENGTH_FIELD}, got {max_packet_size}")
         self.max_packet_size = max_packet_size
         self.stats = FramingStats()
         self._buf = bytearray()
@@ -239,6 +236,27 @@ class Unframer:
             if ev is not None:
                 return ev
 
+    def whole_packet(self) -> bytes | None:
+        """A fast path for consumers that want whole packets (the session layer): if the buffer starts
+        with one complete packet that needs no unescaping and passes its CRC, consume it and return its
+        payload; otherwise consume nothing and return None (then use `next_event()`, which also reports
+        every error). The result is exactly what the events would have delivered."""
+        if self._state != _IDLE:
+            return None
+        buf, pos = self._buf, self._pos
+        n = len(buf)
+        if n - pos < 8 or buf[pos] != ESCAPE or buf[pos + 1] != ESCAPE_PACKET_START:
+            return None
+        length = int.from_bytes(buf[pos + 2 : pos + 6], "little")
+        end = pos + 8 + length
+        if end > n or length > self.max_packet_size or buf.find(b"\xff", pos + 2, end) >= 0:
+            return None
+        if binascii.crc_hqx(buf[pos : end - 2], 0xFFFF) != buf[end - 2] | (buf[end - 1] << 8):
+            return None
+        self._pos = end
+        self.stats.packets_ok += 1
+        return bytes(buf[pos + 6 : end - 2])
+
     def events(self) -> list[Event]:
         """Every event available now (a convenience over `next_event()`)."""
         out: list[Event] = []
@@ -273,6 +291,11 @@ class Unframer:
             return NEED_DATA
         b = buf[i + 1]
         if b == ESCAPE_PACKET_START:
+            if i + 6 <= n and buf.find(b"\xff", i + 2, i + 6) < 0:  # fast path: an unescaped length field
+                self._pos = i + 6
+                self._state = _HEADER
+                self._crc = binascii.crc_hqx(buf[i + 2 : i + 6], _CRC_AFTER_START)
+                return self._length_known(int.from_bytes(buf[i + 2 : i + 6], "little"))
             self._pos = i + 2
             self._begin()
         elif b == ESCAPE_NOP:
@@ -294,6 +317,9 @@ class Unframer:
         if pos >= n:
             return NEED_DATA
         b = buf[pos]
+        if state == _CRC and not self._nacc and pos + 2 <= n and b != ESCAPE and buf[pos + 1] != ESCAPE:
+            self._pos = pos + 2  # fast path: an unescaped CRC field
+            return self._crc_known(b | (buf[pos + 1] << 8))
         raw = 1
         if b == ESCAPE:
             if pos + 1 >= n:
@@ -316,27 +342,31 @@ class Unframer:
         self._acc |= b << (8 * self._nacc)
         self._nacc += 1
         if state == _HEADER and self._nacc == 4:
-            length, self._acc, self._nacc = self._acc, 0, 0
-            if length > self.max_packet_size:
-                self.stats.too_long += 1
-                self._state = _IDLE
-                return None
-            self._remaining = length
-            self._state = _PAYLOAD if length else _CRC
-            self._started = True
-            return PacketStart(length)
+            return self._length_known(self._acc)
         if state == _CRC and self._nacc == 2:
-            received = self._acc
-            self._state = _IDLE
-            self._started = False
-            if received == self._crc:
-                self.stats.packets_ok += 1
-                return PacketEnd(True)
-            self.stats.crc_errors += 1
-            return PacketEnd(
-                False, f"CRC mismatch: packet carries 0x{received:04X}, bytes give 0x{self._crc:04X}"
-            )
+            return self._crc_known(self._acc)
         return None
+
+    def _length_known(self, length: int) -> PacketStart | None:
+        self._acc = self._nacc = 0
+        if length > self.max_packet_size:
+            self.stats.too_long += 1
+            self._state = _IDLE
+            return None
+        self._remaining = length
+        self._state = _PAYLOAD if length else _CRC
+        self._started = True
+        return PacketStart(length)
+
+    def _crc_known(self, received: int) -> PacketEnd:
+        self._state = _IDLE
+        self._started = False
+        self._acc = self._nacc = 0
+        if received == self._crc:
+            self.stats.packets_ok += 1
+            return _PACKET_OK
+        self.stats.crc_errors += 1
+        return PacketEnd(False, f"CRC mismatch: packet carries 0x{received:04X}, bytes give 0x{self._crc:04X}")
 
     def _restart(self, new_pos: int) -> PacketEnd | None:
         self.stats.restarts += 1

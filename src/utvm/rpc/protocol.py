@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,8 @@ __all__ = [
     "Shutdown",
     "Syscall",
     "copy_chunk_size",
+    "copy_from_remote_packets",
+    "copy_to_remote_packets",
     "decode_packed_seq",
     "decode_reply",
     "decode_request",
@@ -337,6 +339,34 @@ def encode_copy_from_remote(tensor: DLTensorRef, nbytes: int) -> bytes:
     return _packet(RPCCode.COPY_FROM_REMOTE, encode_tensor(tensor), _enc_uint(nbytes))
 
 
+def copy_to_remote_packets(
+    tensor: DLTensorRef, data: bytes | bytearray | memoryview, chunk: int
+) -> Iterator[tuple[int, int, bytes]]:
+    """The CopyToRemote packets writing `data` into `tensor` in chunks of `chunk` bytes, stepping
+    byte_offset: yields (offset, size, packet). The tensor is encoded once (this is the bulk path)."""
+    head = encode_tensor(tensor)[:-8]  # everything before byte_offset
+    code = struct.pack("<i", RPCCode.COPY_TO_REMOTE)
+    total = len(data)
+    for off in range(0, total, chunk):
+        n = min(chunk, total - off)
+        nbytes = 4 + len(head) + 16 + n
+        yield (
+            off,
+            n,
+            b"".join(
+                (_U64.pack(nbytes), code, head, _U64.pack(tensor.byte_offset + off), _U64.pack(n), data[off : off + n])
+            ),
+        )
+
+
+def copy_from_remote_packets(tensor: DLTensorRef, total: int, chunk: int) -> Iterator[tuple[int, int, bytes]]:
+    """The CopyFromRemote packets reading `total` bytes of `tensor` in chunks: yields (offset, size, packet)."""
+    head = _HEADER.pack(4 + len(encode_tensor(tensor)) + 8, RPCCode.COPY_FROM_REMOTE) + encode_tensor(tensor)[:-8]
+    for off in range(0, total, chunk):
+        n = min(chunk, total - off)
+        yield off, n, head + _U64.pack(tensor.byte_offset + off) + _U64.pack(n)
+
+
 def encode_return(args: Sequence[PackedArg]) -> bytes:
     return _packet(RPCCode.RETURN, encode_packed_seq(args))
 
@@ -350,32 +380,39 @@ def encode_copy_ack(data: bytes | bytearray | memoryview) -> bytes:
 
 
 # --- decoding -------------------------------------------------------------------------------------------
+_I32 = struct.Struct("<i")
+_TC = tuple(TypeCode)  # TypeCode by number, without the enum call
+
+
 class _Reader:
-    """Bounds-checked reads from one packet; every failure is a RemoteProtocolError naming the field."""
+    """Bounds-checked reads from one packet; a failure is a RemoteProtocolError naming the field."""
 
-    __slots__ = ("buf", "pos", "what")
+    __slots__ = ("buf", "pos", "kind", "code")
 
-    def __init__(self, buf: bytes, pos: int, what: str) -> None:
-        self.buf, self.pos, self.what = buf, pos, what
+    def __init__(self, buf: bytes, pos: int, kind: str, code: int | None = None) -> None:
+        self.buf, self.pos, self.kind, self.code = buf, pos, kind, code
 
-    def _need(self, n: int, field: str) -> int:
+    @property
+    def what(self) -> str:  # built only for an error message
+        return self.kind if self.code is None else f"{self.kind} ({_code_name(self.code)})"
+
+    def need(self, n: int, field: str) -> int:
+        """Claim the next n bytes; returns their offset."""
         pos = self.pos
-        if n < 0 or pos + n > len(self.buf):
+        end = pos + n
+        if n < 0 or end > len(self.buf):
             raise RemoteProtocolError(
                 f"{self.what}: truncated {field}: needs {n} bytes at offset {pos}, {len(self.buf) - pos} left"
             )
-        self.pos = pos + n
+        self.pos = end
         return pos
 
-    def unpack(self, st: struct.Struct, field: str) -> tuple[Any, ...]:
-        return st.unpack_from(self.buf, self._need(st.size, field))
-
     def take(self, n: int, field: str) -> bytes:
-        pos = self._need(n, field)
+        pos = self.need(n, field)
         return self.buf[pos : pos + n]
 
     def u64(self, field: str) -> int:
-        return _U64.unpack_from(self.buf, self._need(8, field))[0]
+        return _U64.unpack_from(self.buf, self.need(8, field))[0]
 
     def end(self) -> None:
         if self.pos != len(self.buf):
@@ -384,66 +421,87 @@ class _Reader:
             )
 
 
-def _dec_tensor(r: _Reader, field: str) -> DLTensorRef:
-    data, dev_type, dev_id, ndim, code, bits, lanes = r.unpack(_TENSOR_HEAD, field)
+def _dec_tensor(r: _Reader, field: str = "DLTensor") -> DLTensorRef:
+    data, dev_type, dev_id, ndim, code, bits, lanes = _TENSOR_HEAD.unpack_from(r.buf, r.need(_TENSOR_HEAD.size, field))
     if not 0 <= ndim <= MAX_NDIM:
         raise RemoteProtocolError(f"{r.what}: {field} has ndim {ndim}, outside 0..{MAX_NDIM}")
-    shape = struct.unpack_from(f"<{ndim}q", r.buf, r._need(8 * ndim, f"{field} shape"))
+    shape = struct.unpack_from(f"<{ndim}q", r.buf, r.need(8 * ndim, f"{field} shape"))
     byte_offset = r.u64(f"{field} byte_offset")
     return DLTensorRef(data, DLDevice(dev_type, dev_id), DLDataType(code, bits, lanes), shape, byte_offset)
 
 
-def _dec_value(r: _Reader, tc: int, field: str) -> Any:
-    if tc == TypeCode.INT:
-        return r.unpack(_I64, field)[0]
-    if tc in (
-        TypeCode.UINT,
-        TypeCode.OPAQUE_HANDLE,
-        TypeCode.OBJECT_HANDLE,
-        TypeCode.MODULE_HANDLE,
-        TypeCode.PACKED_FUNC_HANDLE,
-        TypeCode.NDARRAY_HANDLE,
-    ):
-        return r.u64(field)
-    if tc == TypeCode.FLOAT:
-        return r.unpack(_F64, field)[0]
-    if tc == TypeCode.NULL:
-        return None
-    if tc == TypeCode.DATA_TYPE:
-        code, bits, lanes, _pad = r.unpack(_DTYPE_VALUE, field)
-        return DLDataType(code, bits, lanes)
-    if tc == TypeCode.DEVICE:
-        return DLDevice(*r.unpack(_I32x2, field))
-    if tc == TypeCode.DLTENSOR_HANDLE:
-        return _dec_tensor(r, field)
-    if tc in (TypeCode.STR, TypeCode.BYTES):
-        n = r.u64(f"{field} length")
-        data = r.take(n, f"{field} ({n} bytes)")
-        return data.decode("utf-8", errors="replace") if tc == TypeCode.STR else data
-    raise RemoteProtocolError(f"{r.what}: {field} has unknown type code {tc}")
+def _dec_i64(r: _Reader) -> int:
+    return _I64.unpack_from(r.buf, r.need(8, "value"))[0]
+
+
+def _dec_u64(r: _Reader) -> int:
+    return _U64.unpack_from(r.buf, r.need(8, "value"))[0]
+
+
+def _dec_f64(r: _Reader) -> float:
+    return _F64.unpack_from(r.buf, r.need(8, "value"))[0]
+
+
+def _dec_null(r: _Reader) -> None:
+    return None
+
+
+def _dec_dtype(r: _Reader) -> DLDataType:
+    code, bits, lanes, _pad = _DTYPE_VALUE.unpack_from(r.buf, r.need(8, "value"))
+    return DLDataType(code, bits, lanes)
+
+
+def _dec_device(r: _Reader) -> DLDevice:
+    return DLDevice(*_I32x2.unpack_from(r.buf, r.need(8, "value")))
+
+
+def _dec_bytes(r: _Reader) -> bytes:
+    n = r.u64("length")
+    return r.take(n, f"value ({n} bytes)")
+
+
+def _dec_str(r: _Reader) -> str:
+    return _dec_bytes(r).decode("utf-8", errors="replace")
+
+
+# The value decoder of each type code, indexed by the code.
+_DECODERS = (
+    _dec_i64,  # INT
+    _dec_u64,  # UINT
+    _dec_f64,  # FLOAT
+    _dec_u64,  # OPAQUE_HANDLE
+    _dec_null,  # NULL
+    _dec_dtype,  # DATA_TYPE
+    _dec_device,  # DEVICE
+    _dec_tensor,  # DLTENSOR_HANDLE
+    _dec_u64,  # OBJECT_HANDLE
+    _dec_u64,  # MODULE_HANDLE
+    _dec_u64,  # PACKED_FUNC_HANDLE
+    _dec_str,  # STR
+    _dec_bytes,  # BYTES
+    _dec_u64,  # NDARRAY_HANDLE
+)
+assert len(_DECODERS) == len(TypeCode)
 
 
 def _dec_seq(r: _Reader) -> tuple[PackedArg, ...]:
-    (n,) = r.unpack(_I32, "argument count")
-    if n < 0 or 4 * n > len(r.buf) - r.pos:
-        raise RemoteProtocolError(
-            f"{r.what}: argument count {n} does not fit the {len(r.buf) - r.pos} bytes left"
-        )
-    codes = struct.unpack_from(f"<{n}i", r.buf, r._need(4 * n, "type codes"))
+    buf = r.buf
+    (n,) = _I32.unpack_from(buf, r.need(4, "argument count"))
+    if n < 0 or 4 * n > len(buf) - r.pos:
+        raise RemoteProtocolError(f"{r.what}: argument count {n} does not fit the {len(buf) - r.pos} bytes left")
+    codes = struct.unpack_from(f"<{n}i", buf, r.need(4 * n, "type codes"))
     out = []
     for i, tc in enumerate(codes):
         if not 0 <= tc <= 13:
             raise RemoteProtocolError(f"{r.what}: argument {i} has unknown type code {tc}")
-        out.append((TypeCode(tc), _dec_value(r, tc, f"argument {i} ({TypeCode(tc).name})")))
+        try:
+            out.append((_TC[tc], _DECODERS[tc](r)))
+        except RemoteProtocolError as exc:
+            raise RemoteProtocolError(f"argument {i} ({_TC[tc].name}): {exc}") from None
     return tuple(out)
 
 
-_I32 = struct.Struct("<i")
-
-
-def decode_packed_seq(
-    buf: bytes, offset: int = 0, what: str = "packed sequence"
-) -> tuple[tuple[PackedArg, ...], int]:
+def decode_packed_seq(buf: bytes, offset: int = 0, what: str = "packed sequence") -> tuple[tuple[PackedArg, ...], int]:
     """Decode one packed sequence at `offset`; returns (args, offset after it)."""
     r = _Reader(bytes(buf), offset, what)
     args = _dec_seq(r)
@@ -513,7 +571,7 @@ def _open_packet(buf: bytes | bytearray | memoryview, what: str) -> tuple[int, _
         raise RemoteProtocolError(
             f"{what}: length field says {nbytes} bytes follow it, the message holds {len(data) - 8}"
         )
-    return code, _Reader(data, _HEADER.size, f"{what} ({_code_name(code)})")
+    return code, _Reader(data, _HEADER.size, what, code)
 
 
 def _code_name(code: int) -> str:
@@ -576,19 +634,13 @@ def unpack_call_return(values: Sequence[PackedArg]) -> tuple[TypeCode, Any]:
     Functions and modules travel as OPAQUE_HANDLE with their real code in the first value; an NDArray
     as (DLTENSOR, OPAQUE_HANDLE): its value is then (DLTensorRef, handle)."""
     if not values or values[0][0] != TypeCode.INT:
-        raise RemoteProtocolError(
-            f"CallFunc reply: first value must be the INT return type code, got {values!r:.80}"
-        )
+        raise RemoteProtocolError(f"CallFunc reply: first value must be the INT return type code, got {values!r:.80}")
     rtc = values[0][1]
     if not 0 <= rtc <= 13:
         raise RemoteProtocolError(f"CallFunc reply: unknown return type code {rtc}")
-    rtc = TypeCode(rtc)
+    rtc = _TC[rtc]
     if rtc == TypeCode.NDARRAY_HANDLE:
-        if (
-            len(values) != 3
-            or values[1][0] != TypeCode.DLTENSOR_HANDLE
-            or values[2][0] != TypeCode.OPAQUE_HANDLE
-        ):
+        if len(values) != 3 or values[1][0] != TypeCode.DLTENSOR_HANDLE or values[2][0] != TypeCode.OPAQUE_HANDLE:
             raise RemoteProtocolError(
                 f"CallFunc reply: an NDArray return needs (DLTENSOR, OPAQUE) values, got "
                 f"{[int(tc) for tc, _ in values]}"
@@ -599,5 +651,5 @@ def unpack_call_return(values: Sequence[PackedArg]) -> tuple[TypeCode, Any]:
     tc, v = values[1]
     expected = TypeCode.OPAQUE_HANDLE if rtc in (TypeCode.PACKED_FUNC_HANDLE, TypeCode.MODULE_HANDLE) else rtc
     if tc not in (expected, rtc):
-        raise RemoteProtocolError(f"CallFunc reply: return type {rtc.name} carried as {TypeCode(tc).name}")
+        raise RemoteProtocolError(f"CallFunc reply: return type {rtc.name} carried as {_TC[tc].name}")
     return rtc, v

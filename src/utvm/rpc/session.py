@@ -122,6 +122,9 @@ LOCAL_TRANSITIONS: dict[str, tuple[frozenset[State], State | None]] = {
 }
 
 
+_MESSAGE_TYPES = {int(t): t for t in MessageType}
+
+
 def next_nonce(nonce: int) -> int:
     """The nonce after `nonce`: ((n << 5) | (n >> 5)) + 1 mod 256, skipping the invalid 0."""
     n = nonce & 0xFF
@@ -214,9 +217,7 @@ class SessionProtocol:
         """Start (or restart) a session as initiator with a fresh nonce; returns START_INIT wire bytes."""
         self._local("initiate")
         self.session_id = self._take_nonce()
-        return self.framer.send(
-            encode_message(self.session_id, MessageType.START_INIT, bytes([SESSION_VERSION]))
-        )
+        return self.framer.send(encode_message(self.session_id, MessageType.START_INIT, bytes([SESSION_VERSION])))
 
     def terminate(self) -> bytes:
         """End any session; returns TERMINATE wire bytes."""
@@ -247,6 +248,12 @@ class SessionProtocol:
     def next_event(self) -> SessionEvent | type[NEED_DATA]:
         unframer = self.unframer
         while True:
+            payload = unframer.whole_packet()  # the common case, without the per-event overhead
+            if payload is not None:
+                out = self._handle(payload)
+                if out is not None:
+                    return out
+                continue
             ev = unframer.next_event()
             t = type(ev)
             if t is PayloadChunk:
@@ -278,13 +285,11 @@ class SessionProtocol:
         if len(payload) < SESSION_HEADER_SIZE:
             return self._drop(f"message of {len(payload)} bytes is shorter than the session header (3 bytes)")
         session_id, raw_type = _HEADER.unpack_from(payload)
-        try:
-            mtype = MessageType(raw_type)
-        except ValueError:
+        mtype = _MESSAGE_TYPES.get(raw_type)
+        if mtype is None:
             return self._drop(f"unknown session message type 0x{raw_type:02X}")
-        body = payload[SESSION_HEADER_SIZE:]
         action, nxt = TRANSITIONS[self.state][mtype]
-        return getattr(self, "_on_" + action)(session_id, mtype, body, nxt)
+        return getattr(self, "_on_" + action)(session_id, mtype, payload[SESSION_HEADER_SIZE:], nxt)
 
     # Each handler gets (session id, type, body, next state) and returns an event or None.
     def _check_version(self, mtype: MessageType, body: bytes) -> str | None:
@@ -306,9 +311,7 @@ class SessionProtocol:
         )
         return SessionEstablished(self.session_id, initiator=False)
 
-    def _on_arbitrate(
-        self, session_id: int, mtype: MessageType, body: bytes, nxt: State
-    ) -> SessionEvent | None:
+    def _on_arbitrate(self, session_id: int, mtype: MessageType, body: bytes, nxt: State) -> SessionEvent | None:
         if (session_id & 0xFF) < self.session_id & 0xFF:
             return self._on_reply(session_id, mtype, body, nxt)
         return self._drop(
@@ -331,28 +334,20 @@ class SessionProtocol:
         self.state = nxt
         return SessionEstablished(session_id, initiator=True)
 
-    def _on_deliver(
-        self, session_id: int, mtype: MessageType, body: bytes, nxt: State
-    ) -> SessionEvent | None:
+    def _on_deliver(self, session_id: int, mtype: MessageType, body: bytes, nxt: State) -> SessionEvent | None:
         if session_id != self.session_id:
-            return self._drop(
-                f"NORMAL message for session 0x{session_id:04X}, the session is 0x{self.session_id:04X}"
-            )
+            return self._drop(f"NORMAL message for session 0x{session_id:04X}, the session is 0x{self.session_id:04X}")
         return NormalMessage(body)
 
     def _on_log(self, session_id: int, mtype: MessageType, body: bytes, nxt: State) -> SessionEvent | None:
         return LogMessage(body)
 
-    def _on_terminated(
-        self, session_id: int, mtype: MessageType, body: bytes, nxt: State
-    ) -> SessionEvent | None:
+    def _on_terminated(self, session_id: int, mtype: MessageType, body: bytes, nxt: State) -> SessionEvent | None:
         self.state = nxt
         self.session_id = 0
         return SessionTerminated(was_established=True)
 
-    def _on_peer_reset(
-        self, session_id: int, mtype: MessageType, body: bytes, nxt: State
-    ) -> SessionEvent | None:
+    def _on_peer_reset(self, session_id: int, mtype: MessageType, body: bytes, nxt: State) -> SessionEvent | None:
         self.state = nxt
         return SessionTerminated(was_established=False)
 

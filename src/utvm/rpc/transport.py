@@ -150,8 +150,7 @@ class _FdTransport(Transport):
             ms = _remaining_ms(deadline)
             if ms == 0:
                 raise SessionTimeoutError(
-                    f"{self.describe()} accepted no data for {timeout:.3g} s "
-                    f"({len(view)} bytes left to write)"
+                    f"{self.describe()} accepted no data for {timeout:.3g} s ({len(view)} bytes left to write)"
                 )
             for fd, ev in self._wpoll.poll(ms):
                 if fd == self._rfd and ev & (select.POLLIN | select.POLLHUP) and not self._eof:
@@ -220,8 +219,7 @@ class SubprocessTransport(_FdTransport):
         status = "closed its stdout" if code is None else f"exited with code {code}"
         tail = self.stderr_tail()
         return LinkClosedError(
-            f"{self.describe()} {status} while we were {doing}"
-            + (f"; its stderr ends with:\n{tail}" if tail else "")
+            f"{self.describe()} {status} while we were {doing}" + (f"; its stderr ends with:\n{tail}" if tail else "")
         )
 
     def kill(self) -> None:
@@ -258,8 +256,7 @@ def _check_loopback(host: str) -> None:
     for info in infos:
         if not ipaddress.ip_address(info[4][0]).is_loopback:
             raise TransportError(
-                f"TCP host {host!r} is not a loopback address: utvm's TCP transport only "
-                "talks to 127.0.0.1 / ::1"
+                f"TCP host {host!r} is not a loopback address: utvm's TCP transport only talks to 127.0.0.1 / ::1"
             )
 
 
@@ -364,9 +361,7 @@ class FaultInjectingTransport(Transport):
             if not 0.0 <= p < 1.0:
                 raise ValueError(f"FaultInjectingTransport: {name} rate must be in [0, 1), got {p}")
         if directions not in ("both", "write", "read"):
-            raise ValueError(
-                f"FaultInjectingTransport: directions must be both/write/read, got {directions!r}"
-            )
+            raise ValueError(f"FaultInjectingTransport: directions must be both/write/read, got {directions!r}")
         self.inner = inner
         self.pipeline_depth = inner.pipeline_depth
         self.rates = {"drop": drop, "flip": flip, "duplicate": duplicate, "delay": delay}

@@ -84,6 +84,8 @@ def make_crt_libs(
 ) -> dict[str, Path]:
     """Build CRT static libraries with the CRT's own Makefile; returns {lib: path/to/lib<lib>.a}."""
     build_dir.mkdir(parents=True, exist_ok=True)
+    # make -C changes directory: relative paths would be taken from the CRT, so make them absolute.
+    build_dir, crt_config_dir = Path(build_dir).resolve(), Path(crt_config_dir).resolve()
     cmd = ["make", "-s", "-C", str(crt_dir()), f"CRT_CONFIG={crt_config_dir}", f"BUILD_DIR={build_dir}",
            f"CC={cc}", f"AR={ar}", f"EXTRA_CFLAGS={' '.join(cflags)}", *libs]
     run(cmd, what=f"CRT build ({', '.join(libs)})")

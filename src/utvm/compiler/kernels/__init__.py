@@ -67,7 +67,8 @@ DL_TYPES: dict[str, tuple[int, int]] = {
 }
 
 # Modules under utvm.compiler.kernels that register kernels; imported on first use.
-KERNEL_MODULES: tuple[str, ...] = ("shape", "elementwise", "dense")
+KERNEL_MODULES: tuple[str, ...] = ("shape", "elementwise", "dense", "conv", "pool", "reduce", "softmax",
+                                   "activation", "pad", "quantize", "layout", "matmul", "batch_norm")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +83,7 @@ class KernelCode:
 
 # --- helpers: shared C functions a kernel may ask for ---------------------------------------------------
 # Each is emitted at most once per file, only when requested. `{rounding}` variants are chosen here, in
-# one place; kernels call `tvm_requant(x, multiplier, shift)` without knowing which one they get.
+# one place; kernels call the name `ctx.helper("requant", p.rounding)` returns without knowing its body.
 
 _HELPERS: dict[str, str] = {
     "sat_i8": """\
@@ -100,14 +101,14 @@ static inline float tvm_clamp_f32(float x, float lo, float hi) {
     # TFLite MultiplyByQuantizedMultiplier, TFLITE_SINGLE_ROUNDING: one rounding of x * m / 2^(31 - shift).
     "requant:single": """\
 /* x * multiplier * 2^(shift - 31), rounded half up once (TFLite single rounding). shift in [-31, 30]. */
-static inline int32_t tvm_requant(int32_t x, int32_t multiplier, int32_t shift) {
+static inline int32_t tvm_requant_single(int32_t x, int32_t multiplier, int32_t shift) {
   const int32_t total_shift = 31 - shift;
   const int64_t round = (int64_t)1 << (total_shift - 1);
   const int64_t result = ((int64_t)x * (int64_t)multiplier + round) >> total_shift;
   return (int32_t)result;
 }""",
-    # gemmlowp SaturatingRoundingDoublingHighMul + RoundingDivideByPOT (TFLM's double rounding).
-    "requant:double": """\
+    # gemmlowp SaturatingRoundingDoublingHighMul + RoundingDivideByPOT (exponent in [0, 31]).
+    "gemmlowp": """\
 static inline int32_t tvm_srdhm(int32_t a, int32_t b) {
   const int64_t ab = (int64_t)a * (int64_t)b;
   const int64_t nudge = ab >= 0 ? ((int64_t)1 << 30) : (1 - ((int64_t)1 << 30));
@@ -121,9 +122,11 @@ static inline int32_t tvm_rdbpot(int32_t x, int32_t exponent) {
   const int32_t remainder = x & mask;
   const int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
   return (x >> exponent) + (remainder > threshold ? 1 : 0);
-}
+}""",
+    # gemmlowp double rounding (TFLM; needs "gemmlowp").
+    "requant:double": """\
 /* x * multiplier * 2^(shift - 31) with gemmlowp's two roundings (TFLM). shift in [-31, 30]. */
-static inline int32_t tvm_requant(int32_t x, int32_t multiplier, int32_t shift) {
+static inline int32_t tvm_requant_double(int32_t x, int32_t multiplier, int32_t shift) {
   const int32_t left_shift = shift > 0 ? shift : 0;
   const int32_t right_shift = shift > 0 ? 0 : -shift;
   return tvm_rdbpot(tvm_srdhm((int32_t)((uint32_t)x << left_shift), multiplier), right_shift);
@@ -131,7 +134,9 @@ static inline int32_t tvm_requant(int32_t x, int32_t multiplier, int32_t shift) 
 }
 
 _HELPER_NAMES = {"sat_i8": "tvm_sat_i8", "clamp_i32": "tvm_clamp_i32", "clamp_f32": "tvm_clamp_f32",
-                 "requant": "tvm_requant"}
+                 "gemmlowp": "tvm_srdhm", "requant:single": "tvm_requant_single",
+                 "requant:double": "tvm_requant_double"}
+_HELPER_DEPS: dict[str, tuple[str, ...]] = {"requant:double": ("gemmlowp",)}
 
 
 def helper_source(key: str) -> str:
@@ -254,13 +259,18 @@ class KernelContext:
             raise CompileError(f"{self.label}: input {i} is not a constant")
         return self.file.constant(t)
 
-    def helper(self, name: str) -> str:
-        """Request a shared C helper (see _HELPERS); returns the function name to call."""
-        key = f"requant:{self.rounding}" if name == "requant" else name
+    def helper(self, name: str, rounding: str | None = None) -> str:
+        """Request a shared C helper (see _HELPERS); returns the function name to call.
+
+        "requant" takes the rounding its op uses (`params.rounding`, resolved by the op module's
+        prepare); without one, the compile's mode. Both variants can live in one file."""
+        key = f"requant:{rounding or self.rounding}" if name == "requant" else name
         if key not in _HELPERS:
             raise CompileError(f"unknown kernel helper {name!r}")
+        for dep in _HELPER_DEPS.get(key, ()):
+            self.file.require(dep)
         self.file.require(key)
-        return _HELPER_NAMES[name]
+        return _HELPER_NAMES[key] if key in _HELPER_NAMES else _HELPER_NAMES[name]
 
     def error(self, what: str) -> CompileError:
         return CompileError(f"{self.label}: {what}")

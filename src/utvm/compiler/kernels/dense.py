@@ -31,12 +31,13 @@ return 0;"""
         return KernelCode(body=body)
     if p.dtype != "int8":
         raise ctx.error(f"no dense kernel for dtype {p.dtype}")
-    rq, clamp = ctx.helper("requant"), ctx.helper("clamp_i32")
+    rq, clamp = ctx.helper("requant", p.rounding), ctx.helper("clamp_i32")
     if len(set(p.multiplier)) == 1 and len(set(p.shift)) == 1:
         mult, shift = str(p.multiplier[0]), str(p.shift[0])
     else:
         mult = ctx.table("int32_t", p.multiplier, "multiplier") + "[o]"
         shift = ctx.table("int32_t", p.shift, "shift") + "[o]"
+    x_off, w_off = offset_term(-p.input_zero_point), offset_term(-p.weight_zero_point)
     body = f"""\
 for (int32_t b = 0; b < {p.batch}; ++b) {{
   const int8_t* row = {x} + b * {p.k};
@@ -44,7 +45,7 @@ for (int32_t b = 0; b < {p.batch}; ++b) {{
     const int8_t* wrow = {w} + o * {p.k};
     int32_t acc = {f'{bias}[o]' if bias else '0'};
     for (int32_t k = 0; k < {p.k}; ++k) {{
-      acc += ((int32_t)row[k]{offset_term(-p.input_zero_point)}) * ((int32_t)wrow[k]{offset_term(-p.weight_zero_point)});
+      acc += ((int32_t)row[k]{x_off}) * ((int32_t)wrow[k]{w_off});
     }}
     acc = {rq}(acc, {mult}, {shift}){offset_term(p.output_zero_point)};
     {y}[b * {p.units} + o] = (int8_t){clamp}(acc, {int(p.act_min)}, {int(p.act_max)});

@@ -21,7 +21,7 @@ def binary(ctx: KernelContext) -> KernelCode:
         clamp = ctx.helper("clamp_f32")
         body = f"{y}[io] = {clamp}({a}[ia] {op} {b}[ib], {lo}, {hi});"
     elif p.dtype == "int8":
-        rq, clamp = ctx.helper("requant"), ctx.helper("clamp_i32")
+        rq, clamp = ctx.helper("requant", p.rounding), ctx.helper("clamp_i32")
         load = (f"const int32_t va = (int32_t){a}[ia]{offset_term(-p.a_zero_point)};\n"
                 f"const int32_t vb = (int32_t){b}[ib]{offset_term(-p.b_zero_point)};\n")
         if ctx.node.op == "mul":

@@ -59,14 +59,25 @@ class FirmwareSpec:
 
 
 def crt_config_text(overrides: Mapping[str, int | str]) -> str:
-    """crt_config.h: the CRT's documented template with `overrides` substituted."""
+    """crt_config.h: the CRT's documented template with `overrides` substituted.
+
+    A TVM_CRT_* name the template does not list is added (config.h gives every limit a default, and some
+    sizes are only read where they are used); anything else is refused.
+    """
     text = (cc.crt_dir() / "templates" / "crt_config.h.template").read_text()
+    extra = []
     for name, value in overrides.items():
+        if not re.fullmatch(r"TVM_CRT_[A-Z0-9_]+", str(name)):
+            raise PlatformError(f"crt_config: {name!r} is not a TVM_CRT_* setting")
+        if isinstance(value, bool) or not re.fullmatch(r"-?(0x[0-9a-fA-F]+|[0-9]+)[uUlL]*", str(value)):
+            raise PlatformError(f"crt_config: {name} = {value!r} is not an integer")
         pattern = re.compile(rf"^#define {re.escape(name)} .*$", re.MULTILINE)
-        if not pattern.search(text):
-            raise PlatformError(f"crt_config.h has no setting {name!r}")
-        text = pattern.sub(f"#define {name} {value}", text)
-    return text
+        if pattern.search(text):
+            text = pattern.sub(f"#define {name} {value}", text)
+        else:
+            extra.append(f"#define {name} {value}\n")
+    end = text.rfind("#endif")
+    return text[:end] + "".join(extra) + text[end:]
 
 
 def project_mk(spec: FirmwareSpec) -> str:
@@ -99,6 +110,8 @@ def generate_project(spec: FirmwareSpec, out_dir: Path) -> Path:
     src.mkdir(exist_ok=True)
     include = out_dir / "include"
     include.mkdir(exist_ok=True)
+    # The CRT's headers always (generated code includes them); its sources only when libraries are linked.
+    shutil.copytree(cc.crt_dir() / "include", out_dir / "crt" / "include", dirs_exist_ok=True)
     if spec.crt_libs:
         shutil.copytree(PLATFORM_DIR, board, dirs_exist_ok=True)
         for part in CRT_PARTS:

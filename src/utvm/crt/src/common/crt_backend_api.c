@@ -11,12 +11,6 @@
 
 #include "crt_internal.h"
 
-static union {
-  uint8_t bytes[TVM_CRT_WORKSPACE_SIZE_BYTES];
-  uint64_t align_u64;
-  double align_double;
-  void* align_pointer;
-} g_workspace_buffer;
 static TVMStackAllocator g_workspace;
 static uint8_t g_workspace_ready = 0U;
 
@@ -31,8 +25,9 @@ static tvm_crt_error_t ensure_workspace(void) {
 }
 
 tvm_crt_error_t TVMCrtWorkspace_Reset(void) {
-  const tvm_crt_error_t err =
-      TVMStackAllocator_Create(&g_workspace, g_workspace_buffer.bytes, sizeof(g_workspace_buffer.bytes));
+  /* The stack allocator aligns its base itself, so a plain byte array suffices. */
+  static uint8_t workspace_buffer[TVM_CRT_WORKSPACE_SIZE_BYTES];
+  const tvm_crt_error_t err = TVMStackAllocator_Create(&g_workspace, workspace_buffer, sizeof(workspace_buffer));
   g_workspace_ready = (err == kTvmErrorNoError) ? 1U : 0U;
   return err;
 }

@@ -43,7 +43,9 @@ tvm_crt_error_t TVMCrtBuiltins_Register(void) {
   size_t i;
   tvm_crt_error_t err = kTvmErrorNoError;
   for (i = 0U; i < (sizeof(builtins) / sizeof(builtins[0])); i++) {
-    const int rc = TVMFuncRegisterGlobal(builtins[i].name, as_handle(builtins[i].func), 1);
+    const char* name = builtins[i].name;
+    TVMBackendPackedCFunc func = builtins[i].func;
+    const int rc = TVMFuncRegisterGlobal(name, as_handle(func), 1);
     if (rc != 0) {
       err = (tvm_crt_error_t)rc;
       break;
@@ -133,7 +135,8 @@ static void floats_from_random_bits(uint8_t* data, size_t num_bytes, uint8_t bit
       uint32_t r;
       float f;
       (void)memcpy((void*)&r, (const void*)&data[i], sizeof(r));
-      f = (float)(r >> 8U) * (1.0f / 16777216.0f);
+      const uint32_t mantissa = r >> 8U; /* 24 random bits */
+      f = (float)mantissa * (1.0f / 16777216.0f);
       (void)memcpy((void*)&data[i], (const void*)&f, sizeof(f));
     }
   } else if (bits == 64U) {
@@ -141,7 +144,8 @@ static void floats_from_random_bits(uint8_t* data, size_t num_bytes, uint8_t bit
       uint64_t r;
       double d;
       (void)memcpy((void*)&r, (const void*)&data[i], sizeof(r));
-      d = (double)(r >> 11U) * (1.0 / 9007199254740992.0);
+      const uint64_t mantissa = r >> 11U; /* 53 random bits */
+      d = (double)mantissa * (1.0 / 9007199254740992.0);
       (void)memcpy((void*)&data[i], (const void*)&d, sizeof(d));
     }
   } else {

@@ -14,6 +14,8 @@
 
 #include "crt_internal.h"
 
+#define MESSAGE_BYTES ((size_t)TVM_CRT_MAX_ERROR_MESSAGE_LENGTH)
+
 static char g_error_buffers[2][TVM_CRT_MAX_ERROR_MESSAGE_LENGTH];
 static uint8_t g_error_current = 0U;
 static uint32_t g_error_serial = 0U;
@@ -27,7 +29,7 @@ static char* next_buffer(void) {
 }
 
 static void publish(char* buffer) {
-  buffer[TVM_CRT_MAX_ERROR_MESSAGE_LENGTH - 1U] = '\0';
+  buffer[MESSAGE_BYTES - 1U] = '\0';
   g_error_current = (g_error_current == 0U) ? 1U : 0U;
   g_error_serial++;
 }
@@ -36,7 +38,7 @@ static void set_errorv(const char* fmt, va_list args) {
   char* buffer = next_buffer();
   buffer[0] = '\0';
   if (fmt != NULL) {
-    (void)TVMPlatformFormatMessage(buffer, TVM_CRT_MAX_ERROR_MESSAGE_LENGTH, fmt, args);
+    (void)TVMPlatformFormatMessage(buffer, MESSAGE_BYTES, fmt, args);
   }
   publish(buffer);
 }
@@ -47,7 +49,7 @@ void TVMAPISetLastError(const char* msg) {
   char* buffer = next_buffer();
   size_t n = 0U;
   if (msg != NULL) {
-    while ((n < (TVM_CRT_MAX_ERROR_MESSAGE_LENGTH - 1U)) && (msg[n] != '\0')) {
+    while ((n < (MESSAGE_BYTES - 1U)) && (msg[n] != '\0')) {
       buffer[n] = msg[n];
       n++;
     }

@@ -20,18 +20,17 @@
 typedef char tvm_crt_check_function_pointer_size[(sizeof(void*) == sizeof(TVMBackendPackedCFunc)) ? 1 : -1];
 
 static const TVMModule* g_modules[TVM_CRT_MAX_REGISTERED_MODULES];
-/* Backing store of the global registry; a union keeps it pointer-aligned. */
-static union {
-  uint8_t bytes[TVM_CRT_GLOBAL_FUNC_REGISTRY_SIZE_BYTES];
-  void* align_pointer;
-  TVMBackendPackedCFunc align_function;
-} g_global_registry_buffer;
 static TVMMutableFuncRegistry g_global_registry;
 static uint8_t g_initialized = 0U;
 
 static tvm_crt_error_t check_initialized(const char* api);
-static tvm_crt_error_t resolve_function(uint32_t module_index, uint32_t function_index,
-                                        TVMBackendPackedCFunc* out_func, void** out_resource);
+/* What a function handle resolves to. */
+typedef struct {
+  TVMBackendPackedCFunc func;
+  void* resource_handle;
+} ResolvedFunction;
+
+static tvm_crt_error_t resolve_function(uint32_t module_index, uint32_t function_index, ResolvedFunction* out);
 static const char* name_at(const TVMFuncRegistry* reg, uint32_t index);
 
 static tvm_crt_error_t check_initialized(const char* api) {
@@ -45,21 +44,20 @@ static tvm_crt_error_t check_initialized(const char* api) {
 
 /* Function pointer and resource_handle for well-formed indices; kTvmErrorFunctionHandleInvalid when
  * they name nothing. Time-evaluator handles are dispatched by the caller, not here. */
-static tvm_crt_error_t resolve_function(uint32_t module_index, uint32_t function_index,
-                                        TVMBackendPackedCFunc* out_func, void** out_resource) {
+static tvm_crt_error_t resolve_function(uint32_t module_index, uint32_t function_index, ResolvedFunction* out) {
   tvm_crt_error_t err = kTvmErrorFunctionHandleInvalid;
   if (module_index == TVM_CRT_GLOBAL_MODULE_INDEX) {
     if (TVMFuncRegistry_GetByIndex(&g_global_registry.registry, (tvm_function_index_t)function_index,
-                                   out_func) == kTvmErrorNoError) {
-      *out_resource = NULL;
+                                   &out->func) == kTvmErrorNoError) {
+      out->resource_handle = NULL;
       err = kTvmErrorNoError;
     }
   } else if ((module_index < TVM_CRT_GLOBAL_MODULE_INDEX) && (g_modules[module_index] != NULL)) {
     const TVMModule* mod = g_modules[module_index];
-    if (TVMFuncRegistry_GetByIndex(mod->registry, (tvm_function_index_t)function_index, out_func) ==
+    if (TVMFuncRegistry_GetByIndex(mod->registry, (tvm_function_index_t)function_index, &out->func) ==
         kTvmErrorNoError) {
       /* The callee's resource_handle is its module (DESIGN.md §4); the API type is a plain void*. */
-      *out_resource = (void*)(uintptr_t)mod;
+      out->resource_handle = (void*)(uintptr_t)mod;
       err = kTvmErrorNoError;
     }
   } else {
@@ -95,12 +93,8 @@ tvm_crt_error_t TVMCrtHandle_DecodeFunction(TVMFunctionHandle handle, uint32_t* 
                                             uint32_t* function_index) {
   tvm_crt_error_t err = kTvmErrorFunctionHandleInvalid;
   const uintptr_t raw = (uintptr_t)handle;
-#if UINTPTR_MAX > 0xffffffffU
-  const int fits = (raw <= (uintptr_t)0xffffffffU) ? 1 : 0;
-#else
-  const int fits = 1;
-#endif
-  if (fits != 0) {
+  /* Nothing above bit 31 (two 16-bit shifts: valid for 32- and 64-bit uintptr_t alike). */
+  if (((raw >> 16U) >> 16U) == 0U) {
     const uint32_t value = (uint32_t)raw;
     const uint32_t hi = value >> 16U;
     const uint32_t lo = value & 0xffffU;
@@ -153,6 +147,8 @@ unsigned long TVMCrtHandle_Print(const void* handle) { return (unsigned long)(ui
 /* Life cycle                                                                                       */
 
 tvm_crt_error_t TVMInitializeRuntime(void) {
+  /* Backing store of the global registry (names + pointers); Create aligns the pointer region itself. */
+  static uint8_t registry_buffer[TVM_CRT_GLOBAL_FUNC_REGISTRY_SIZE_BYTES];
   tvm_crt_error_t err;
   uint32_t i;
   g_initialized = 0U;
@@ -167,11 +163,10 @@ tvm_crt_error_t TVMInitializeRuntime(void) {
     return TVMCrtError_Set(err, "TVMInitializeRuntime: TVM_CRT_WORKSPACE_SIZE_BYTES=%lu is too small",
                            (unsigned long)TVM_CRT_WORKSPACE_SIZE_BYTES);
   }
-  err = TVMMutableFuncRegistry_Create(&g_global_registry, g_global_registry_buffer.bytes,
-                                      sizeof(g_global_registry_buffer.bytes));
+  err = TVMMutableFuncRegistry_Create(&g_global_registry, registry_buffer, sizeof(registry_buffer));
   if (err != kTvmErrorNoError) {
     return TVMCrtError_Set(err, "TVMInitializeRuntime: global registry buffer too small (%lu bytes)",
-                           (unsigned long)sizeof(g_global_registry_buffer.bytes));
+                           (unsigned long)sizeof(registry_buffer));
   }
   g_initialized = 1U;
   err = TVMCrtBuiltins_Register();
@@ -311,8 +306,7 @@ int TVMFuncCall(TVMFunctionHandle func, TVMValue* arg_values, int* type_codes, i
                 TVMValue* ret_val, int* ret_type_code) {
   uint32_t module_index = 0U;
   uint32_t function_index = 0U;
-  TVMBackendPackedCFunc fn = NULL;
-  void* resource = NULL;
+  ResolvedFunction fn = {NULL, NULL};
   TVMValue scratch_value;
   int scratch_code = (int)kTVMNullptr;
   TVMValue* ret = (ret_val != NULL) ? ret_val : &scratch_value;
@@ -338,14 +332,14 @@ int TVMFuncCall(TVMFunctionHandle func, TVMValue* arg_values, int* type_codes, i
     }
     return TVMCrtTimeEvaluator_Call(function_index, arg_values, type_codes, num_args, ret, ret_code);
   }
-  if (resolve_function(module_index, function_index, &fn, &resource) != kTvmErrorNoError) {
+  if (resolve_function(module_index, function_index, &fn) != kTvmErrorNoError) {
     return (int)TVMCrtError_Set(kTvmErrorFunctionHandleInvalid,
                                 "TVMFuncCall: function handle 0x%lx names no function (module %lu, index %lu)",
                                 TVMCrtHandle_Print(func), (unsigned long)module_index,
                                 (unsigned long)function_index);
   }
   serial = TVMCrtError_Serial();
-  rc = fn(arg_values, type_codes, num_args, ret, ret_code, resource);
+  rc = fn.func(arg_values, type_codes, num_args, ret, ret_code, fn.resource_handle);
   if ((rc != 0) && (TVMCrtError_Serial() == serial)) {
     TVMAPISetLastErrorf("%s failed with code %d and no message", TVMCrtHandle_FunctionName(func), rc);
   }
@@ -355,8 +349,7 @@ int TVMFuncCall(TVMFunctionHandle func, TVMValue* arg_values, int* type_codes, i
 int TVMFuncFree(TVMFunctionHandle func) {
   uint32_t module_index = 0U;
   uint32_t function_index = 0U;
-  TVMBackendPackedCFunc fn = NULL;
-  void* resource = NULL;
+  ResolvedFunction fn = {NULL, NULL};
   if (TVMCrtHandle_DecodeFunction(func, &module_index, &function_index) != kTvmErrorNoError) {
     return (int)TVMCrtError_Set(kTvmErrorFunctionHandleInvalid, "TVMFuncFree: invalid function handle 0x%lx",
                                 TVMCrtHandle_Print(func));
@@ -370,7 +363,7 @@ int TVMFuncFree(TVMFunctionHandle func) {
     return 0;
   }
   /* Module and global functions are static: freeing a handle only checks it. */
-  if (resolve_function(module_index, function_index, &fn, &resource) != kTvmErrorNoError) {
+  if (resolve_function(module_index, function_index, &fn) != kTvmErrorNoError) {
     return (int)TVMCrtError_Set(kTvmErrorFunctionHandleInvalid,
                                 "TVMFuncFree: function handle 0x%lx names no function", TVMCrtHandle_Print(func));
   }

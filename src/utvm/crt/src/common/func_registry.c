@@ -24,6 +24,7 @@ static void write_count(char* names, uint16_t count);
 static size_t bounded_strlen(const char* s, size_t max_len);
 static size_t names_used_bytes(const TVMFuncRegistry* reg);
 static uint8_t* pointer_region_end(const TVMMutableFuncRegistry* reg);
+static TVMBackendPackedCFunc* as_funcs(uint8_t* bytes);
 
 static uint16_t read_count(const char* names) {
   const uint8_t lo = (uint8_t)names[0];
@@ -61,6 +62,12 @@ static uint8_t* pointer_region_end(const TVMMutableFuncRegistry* reg) {
   const uintptr_t end = (uintptr_t)reg->buffer + reg->buffer_size_bytes;
   const uintptr_t aligned = end - (end % (uintptr_t)FUNC_PTR_BYTES);
   return &reg->buffer[aligned - (uintptr_t)reg->buffer];
+}
+
+/* The pointer region is function-pointer aligned (pointer_region_end), so it can be viewed as an array. */
+static TVMBackendPackedCFunc* as_funcs(uint8_t* bytes) {
+  void* region = bytes;
+  return region;
 }
 
 uint16_t TVMFuncRegistry_GetNumFuncs(const TVMFuncRegistry* reg) {
@@ -113,11 +120,13 @@ tvm_crt_error_t TVMMutableFuncRegistry_Create(TVMMutableFuncRegistry* reg, uint8
     err = kTvmErrorPlatformInvalidArgument;
   } else {
     uint8_t* ptr_end;
+    ptrdiff_t usable_signed;
     size_t usable;
     reg->buffer = buffer;
     reg->buffer_size_bytes = buffer_size_bytes;
     ptr_end = pointer_region_end(reg);
-    usable = (size_t)(ptr_end - buffer);
+    usable_signed = ptr_end - buffer;
+    usable = (size_t)usable_signed;
     /* Room for the smallest registry holding anything: one 1-character name and one pointer. */
     if (usable < (NAMES_OVERHEAD_BYTES + 2U + FUNC_PTR_BYTES)) {
       reg->buffer = NULL;
@@ -131,7 +140,7 @@ tvm_crt_error_t TVMMutableFuncRegistry_Create(TVMMutableFuncRegistry* reg, uint8
       write_count(names, 0U);
       names[TVM_FUNC_REGISTRY_COUNT_BYTES] = '\0';
       reg->registry.names = names;
-      reg->registry.funcs = (const TVMBackendPackedCFunc*)(void*)ptr_end;
+      reg->registry.funcs = as_funcs(ptr_end);
       reg->max_functions = (usable - NAMES_OVERHEAD_BYTES) / (FUNC_PTR_BYTES + 2U);
       if (reg->max_functions > TVM_FUNC_REGISTRY_MAX_FUNCS) {
         reg->max_functions = TVM_FUNC_REGISTRY_MAX_FUNCS;
@@ -149,8 +158,8 @@ tvm_crt_error_t TVMMutableFuncRegistry_Set(TVMMutableFuncRegistry* reg, const ch
   if ((reg == NULL) || (reg->buffer == NULL) || (name == NULL) || (func == NULL)) {
     return kTvmErrorPlatformInvalidArgument;
   }
-  name_len = bounded_strlen(name, TVM_CRT_MAX_FUNCTION_NAME_LENGTH_BYTES);
-  if ((name_len == 0U) || (name_len >= TVM_CRT_MAX_FUNCTION_NAME_LENGTH_BYTES)) {
+  name_len = bounded_strlen(name, (size_t)TVM_CRT_MAX_FUNCTION_NAME_LENGTH_BYTES);
+  if ((name_len == 0U) || (name_len >= (size_t)TVM_CRT_MAX_FUNCTION_NAME_LENGTH_BYTES)) {
     return kTvmErrorPlatformInvalidArgument;
   }
   err = TVMFuncRegistry_Lookup(&reg->registry, name, &index);
@@ -158,7 +167,7 @@ tvm_crt_error_t TVMMutableFuncRegistry_Set(TVMMutableFuncRegistry* reg, const ch
     if (override == 0) {
       err = kTvmErrorFunctionAlreadyDefined;
     } else {
-      TVMBackendPackedCFunc* funcs = (TVMBackendPackedCFunc*)(void*)pointer_region_end(reg);
+      TVMBackendPackedCFunc* funcs = as_funcs(pointer_region_end(reg));
       const uint16_t count = read_count(reg->registry.names);
       funcs = &funcs[-(ptrdiff_t)count];
       funcs[index] = func;
@@ -169,17 +178,18 @@ tvm_crt_error_t TVMMutableFuncRegistry_Set(TVMMutableFuncRegistry* reg, const ch
     const size_t used = names_used_bytes(&reg->registry);
     uint8_t* ptr_end = pointer_region_end(reg);
     const size_t ptr_bytes_after = ((size_t)count + 1U) * FUNC_PTR_BYTES;
-    const size_t region = (size_t)(ptr_end - reg->buffer);
+    const ptrdiff_t region_signed = ptr_end - reg->buffer;
+    const size_t region = (size_t)region_signed;
     /* used already counts the final NUL, which moves behind the new name. */
     if ((count >= TVM_FUNC_REGISTRY_MAX_FUNCS) || (ptr_bytes_after > region) ||
         ((used + name_len + 1U) > (region - ptr_bytes_after))) {
       err = kTvmErrorFunctionRegistryFull;
     } else {
-      TVMBackendPackedCFunc* old_funcs = (TVMBackendPackedCFunc*)(void*)ptr_end;
+      TVMBackendPackedCFunc* old_funcs = as_funcs(ptr_end);
       TVMBackendPackedCFunc* new_funcs;
       old_funcs = &old_funcs[-(ptrdiff_t)count];
       new_funcs = &old_funcs[-1];
-      (void)memmove((void*)new_funcs, (const void*)old_funcs, (size_t)count * FUNC_PTR_BYTES);
+      (void)memmove(new_funcs, old_funcs, (size_t)count * FUNC_PTR_BYTES);
       new_funcs[count] = func;
       (void)memcpy((void*)&names[used - 1U], (const void*)name, name_len);
       names[used - 1U + name_len] = '\0';

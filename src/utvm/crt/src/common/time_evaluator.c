@@ -38,7 +38,6 @@ typedef struct {
 } TimeEvaluator;
 
 static TimeEvaluator g_evaluators[TVM_CRT_MAX_TIME_EVALUATORS];
-static uint8_t g_result[8U * (size_t)TVM_CRT_MAX_TIME_EVALUATOR_REPEAT];
 static TVMByteArray g_result_bytes;
 
 static int int_arg(const TVMValue* args, const int* type_codes, int num_args, int index, const char* what,
@@ -70,7 +69,8 @@ static void store_double_le(uint8_t* out, double value) {
   uint32_t i;
   (void)memcpy((void*)&bits, (const void*)&value, sizeof(bits));
   for (i = 0U; i < 8U; i++) {
-    out[i] = (uint8_t)((bits >> (8U * i)) & 0xffU);
+    const uint32_t shift = 8U * i;
+    out[i] = (uint8_t)((bits >> shift) & 0xffU);
   }
 }
 
@@ -197,6 +197,7 @@ static int measure(const TimeEvaluator* ev, long number, TVMValue* args, int* ty
   int ret_code = 0;
   long j;
   int rc = 0;
+  TVMFunctionHandle target = ev->target;
   tvm_crt_error_t err = TVMPlatformBeforeMeasurement();
   if (err != kTvmErrorNoError) {
     return (int)TVMCrtError_Set(err, "time evaluator: TVMPlatformBeforeMeasurement failed (0x%x)", (unsigned)err);
@@ -207,12 +208,12 @@ static int measure(const TimeEvaluator* ev, long number, TVMValue* args, int* ty
     return (int)TVMCrtError_Set(err, "time evaluator: TVMPlatformTimerStart failed (0x%x)", (unsigned)err);
   }
   for (j = 0; (j < number) && (rc == 0); j++) {
-    rc = TVMFuncCall(ev->target, args, type_codes, num_args, &ret, &ret_code);
+    rc = TVMFuncCall(target, args, type_codes, num_args, &ret, &ret_code);
   }
   err = TVMPlatformTimerStop(out_seconds);
   (void)TVMPlatformAfterMeasurement();
   if (rc != 0) {
-    TVMAPISetLastErrorf("time evaluator: %s failed: %s", TVMCrtHandle_FunctionName(ev->target), TVMGetLastError());
+    TVMAPISetLastErrorf("time evaluator: %s failed: %s", TVMCrtHandle_FunctionName(target), TVMGetLastError());
   } else if (err != kTvmErrorNoError) {
     rc = (int)TVMCrtError_Set(err, "time evaluator: TVMPlatformTimerStop failed (0x%x)", (unsigned)err);
   } else {
@@ -223,14 +224,17 @@ static int measure(const TimeEvaluator* ev, long number, TVMValue* args, int* ty
 
 int TVMCrtTimeEvaluator_Call(uint32_t slot, TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val,
                              int* ret_type_code) {
+  /* The result bytes, pointed at by g_result_bytes until the next call. */
+  static uint8_t result[8U * (size_t)TVM_CRT_MAX_TIME_EVALUATOR_REPEAT];
   const TimeEvaluator ev = g_evaluators[slot]; /* a copy: the timed function may free evaluators */
+  TVMFunctionHandle target = ev.target;
   TVMValue warm_ret;
   int warm_code = 0;
   long number = ev.number;
   long r;
-  int rc = TVMFuncCall(ev.target, args, type_codes, num_args, &warm_ret, &warm_code);
+  int rc = TVMFuncCall(target, args, type_codes, num_args, &warm_ret, &warm_code);
   if (rc != 0) {
-    TVMAPISetLastErrorf("time evaluator: warm-up call of %s failed: %s", TVMCrtHandle_FunctionName(ev.target),
+    TVMAPISetLastErrorf("time evaluator: warm-up call of %s failed: %s", TVMCrtHandle_FunctionName(target),
                         TVMGetLastError());
     return rc;
   }
@@ -256,14 +260,15 @@ int TVMCrtTimeEvaluator_Call(uint32_t slot, TVMValue* args, int* type_codes, int
         seconds = 0.0;
         zero_times++;
       }
-      again = (((seconds * 1000.0) < (double)ev.min_repeat_ms) && (zero_times < ev.limit_zero_time_iterations) &&
-               (number < NUMBER_LIMIT))
-                  ? 1
-                  : 0;
+      again = 0;
+      if (((seconds * 1000.0) < (double)ev.min_repeat_ms) && (zero_times < ev.limit_zero_time_iterations) &&
+          (number < NUMBER_LIMIT)) {
+        again = 1;
+      }
     }
-    store_double_le(&g_result[8U * (size_t)r], seconds / (double)number);
+    store_double_le(&result[8U * (size_t)r], seconds / (double)number);
   }
-  g_result_bytes.data = (const char*)g_result;
+  g_result_bytes.data = (const char*)result;
   g_result_bytes.size = 8U * (size_t)ev.repeat;
   ret_val->v_handle = &g_result_bytes;
   *ret_type_code = (int)kTVMBytes;

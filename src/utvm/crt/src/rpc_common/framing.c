@@ -201,6 +201,7 @@ void TVMUnframer_Reset(TVMUnframer* unframer) {
   unframer->state = (uint8_t)kTVMUnframerFindStart;
   unframer->escape_pending = 0U;
   unframer->delivering = 0U;
+  unframer->too_long = 0U;
   unframer->field_pos = 0U;
   unframer->crc = (uint16_t)TVM_CRC16_INITIAL;
   unframer->payload_remaining = 0U;
@@ -228,6 +229,7 @@ static tvm_crt_error_t unframer_end(TVMUnframer* unframer, tvm_crt_error_t verdi
   }
   unframer->state = (uint8_t)kTVMUnframerFindStart;
   unframer->delivering = 0U;
+  unframer->too_long = 0U;
   unframer->field_pos = 0U;
   return unframer->handler.packet_end(unframer->handler.context, verdict);
 }
@@ -237,6 +239,7 @@ static void unframer_begin(TVMUnframer* unframer) {
   unframer->state = (uint8_t)kTVMUnframerLength;
   unframer->field_pos = 0U;
   unframer->delivering = 0U;
+  unframer->too_long = 0U;
   unframer->payload_remaining = 0U;
   unframer->crc = TVMCrc16_Update((uint16_t)TVM_CRC16_INITIAL, kStart, sizeof(kStart));
 }
@@ -262,11 +265,15 @@ static tvm_crt_error_t unframer_data_byte(TVMUnframer* unframer, uint8_t byte) {
       length = (uint32_t)unframer->field[0] | ((uint32_t)unframer->field[1] << 8) |
                ((uint32_t)unframer->field[2] << 16) | ((uint32_t)unframer->field[3] << 24);
       unframer->field_pos = 0U;
-      if (length > unframer->max_payload_size_bytes) {
-        return unframer_end(unframer, kTvmErrorFramingPacketTooLong);
-      }
       unframer->payload_remaining = length;
       unframer->state = (uint8_t)((length == 0U) ? kTVMUnframerCrc : kTVMUnframerPayload);
+      if (length > unframer->max_payload_size_bytes) {
+        /* Skip the packet's bytes (escape-aware, so escaped data in it cannot fake a packet start) and
+         * report it when it ends -- or when a new FF FD cuts it short. */
+        unframer->too_long = 1U;
+        unframer->delivering = 0U;
+        return kTvmErrorNoError;
+      }
       unframer->delivering =
           (unframer->handler.packet_start(unframer->handler.context, length) == kTvmErrorNoError) ? 1U : 0U;
       return kTvmErrorNoError;
@@ -286,6 +293,9 @@ static tvm_crt_error_t unframer_data_byte(TVMUnframer* unframer, uint8_t byte) {
         return kTvmErrorNoError;
       }
       received = (uint16_t)((uint16_t)unframer->field[0] | (uint16_t)((uint16_t)unframer->field[1] << 8));
+      if (unframer->too_long != 0U) {
+        return unframer_end(unframer, kTvmErrorFramingPacketTooLong);
+      }
       return unframer_end(unframer, (received == unframer->crc) ? kTvmErrorNoError : kTvmErrorFramingCrcMismatch);
     }
     default:
@@ -312,13 +322,15 @@ static tvm_crt_error_t unframer_escape_pair(TVMUnframer* unframer, uint8_t secon
       return kTvmErrorNoError;
     case TVM_FRAMING_START:
       if (unframer->state != (uint8_t)kTVMUnframerFindStart) {
-        err = unframer_end(unframer, kTvmErrorFramingPayloadIncomplete);
+        err = unframer_end(unframer, (unframer->too_long != 0U) ? kTvmErrorFramingPacketTooLong
+                                                                : kTvmErrorFramingPayloadIncomplete);
       }
       unframer_begin(unframer);
       return err;
     default:
       if (unframer->state != (uint8_t)kTVMUnframerFindStart) {
-        return unframer_end(unframer, kTvmErrorFramingInvalidEscape);
+        return unframer_end(unframer, (unframer->too_long != 0U) ? kTvmErrorFramingPacketTooLong
+                                                                 : kTvmErrorFramingInvalidEscape);
       }
       return kTvmErrorNoError;
   }
@@ -330,7 +342,12 @@ tvm_crt_error_t TVMUnframer_Write(TVMUnframer* unframer, const uint8_t* data, si
   tvm_crt_error_t err = kTvmErrorNoError;
   while ((i < size_bytes) && (err == kTvmErrorNoError)) {
     uint8_t byte = data[i];
-    if (unframer->escape_pending != 0U) {
+    if ((unframer->escape_pending != 0U) && (byte == TVM_FRAMING_ESCAPE) &&
+        (unframer->state == (uint8_t)kTVMUnframerFindStart)) {
+      /* Between packets there is no data to escape: of FF FF FD, the last two bytes start a packet (a
+       * truncated packet's dangling FF must not hide the next packet's start). */
+      i++;
+    } else if (unframer->escape_pending != 0U) {
       unframer->escape_pending = 0U;
       i++;
       err = unframer_escape_pair(unframer, byte);

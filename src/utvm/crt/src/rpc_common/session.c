@@ -248,8 +248,15 @@ static tvm_crt_error_t session_control(TVMSession* session) {
                             kTvmErrorSessionInvalidMessage);
         return kTvmErrorNoError;
       }
-      if ((session->state == (uint8_t)kTVMSessionStateStartSent) && (initiator_nonce >= session->nonce)) {
-        return kTvmErrorNoError; /* simultaneous inits: ours has the lower nonce and wins */
+      if (session->state == (uint8_t)kTVMSessionStateStartSent) {
+        if (initiator_nonce == session->nonce) {
+          /* Simultaneous inits with equal nonces: both sides abandon theirs; the next start-init wins. */
+          session->state = (uint8_t)kTVMSessionStateReset;
+          return kTvmErrorNoError;
+        }
+        if (initiator_nonce > session->nonce) {
+          return kTvmErrorNoError; /* simultaneous inits: ours has the lower nonce and wins */
+        }
       }
       id = (uint16_t)((uint16_t)initiator_nonce | (uint16_t)((uint16_t)session_fresh_nonce(session) << 8));
       session->state = (uint8_t)kTVMSessionStateReset;
@@ -273,8 +280,12 @@ static tvm_crt_error_t session_control(TVMSession* session) {
       }
       return kTvmErrorNoError;
     default: /* terminate */
-      session->state = (uint8_t)kTVMSessionStateReset;
-      session->session_id = 0U;
+      /* A start-init of ours stays pending: the peer may have reset before or after receiving it, and
+       * if after, its reply is still coming (if before, the initiator's retry covers it). */
+      if (session->state != (uint8_t)kTVMSessionStateStartSent) {
+        session->state = (uint8_t)kTVMSessionStateReset;
+        session->session_id = 0U;
+      }
       session_event(session, kTVMSessionEventTerminated);
       return kTvmErrorNoError;
   }

@@ -42,9 +42,6 @@ tvm_crt_error_t TVMMinRpcServer_CheckRange(TVMMinRpcServer* server, const char* 
   size_t i;
   uint64_t address;
   *out_ptr = NULL;
-  if (num_bytes == 0U) {
-    return kTvmErrorNoError; /* nothing will be read or written */
-  }
   if ((data > (uint64_t)UINTPTR_MAX) || (byte_offset > (UINT64_MAX - data))) {
     TVMMinRpcServer_SetError(server, "%s: data 0x%lx + byte_offset %lu is not a device address", what,
                              (unsigned long)data, (unsigned long)byte_offset);
@@ -53,8 +50,9 @@ tvm_crt_error_t TVMMinRpcServer_CheckRange(TVMMinRpcServer* server, const char* 
   address = data + byte_offset;
   for (i = 0U; i < (size_t)TVM_CRT_MAX_NDARRAYS; ++i) {
     const TVMMinRpcAllocation* a = &server->allocations[i];
+    /* [address, address + num_bytes) inside [data, data + size); an empty range may sit at the end. */
     if ((a->kind != (uint8_t)kTVMMinRpcAllocFree) && (address >= (uint64_t)a->data) &&
-        ((address - (uint64_t)a->data) < (uint64_t)a->size) &&
+        ((address - (uint64_t)a->data) <= (uint64_t)a->size) &&
         (num_bytes <= ((uint64_t)a->size - (address - (uint64_t)a->data)))) {
       *out_ptr = (uint8_t*)(a->data + (uintptr_t)(address - (uint64_t)a->data));
       return kTvmErrorNoError;
@@ -69,13 +67,14 @@ tvm_crt_error_t TVMMinRpcServer_CheckRange(TVMMinRpcServer* server, const char* 
 }
 
 tvm_crt_error_t TVMMinRpcServer_AddAllocation(TVMMinRpcServer* server, TVMMinRpcAllocKind kind, void* handle,
-                                              uintptr_t data, size_t size, DLDevice device) {
+                                              void* base, uintptr_t data, size_t size, DLDevice device) {
   size_t i;
   for (i = 0U; i < (size_t)TVM_CRT_MAX_NDARRAYS; ++i) {
     TVMMinRpcAllocation* a = &server->allocations[i];
     if (a->kind == (uint8_t)kTVMMinRpcAllocFree) {
       a->kind = (uint8_t)kind;
       a->handle = handle;
+      a->base = base;
       a->data = data;
       a->size = size;
       a->device = device;
@@ -100,7 +99,7 @@ TVMMinRpcAllocation* TVMMinRpcServer_FindAllocation(TVMMinRpcServer* server, TVM
 int TVMMinRpcServer_ReleaseAllocation(TVMMinRpcAllocation* allocation) {
   int rc = 0;
   if (allocation->kind == (uint8_t)kTVMMinRpcAllocDataSpace) {
-    rc = TVMDeviceFreeDataSpace(allocation->device, allocation->handle);
+    rc = TVMDeviceFreeDataSpace(allocation->device, allocation->base);
   } else if (allocation->kind == (uint8_t)kTVMMinRpcAllocNDArray) {
     rc = TVMArrayFree((TVMArrayHandle)allocation->handle);
   } else {

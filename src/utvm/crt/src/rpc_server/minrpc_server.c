@@ -217,6 +217,11 @@ static tvm_crt_error_t decode_value(TVMMinRpcServer* server, Reader* r, const ch
       if (validate_tensors != 0) {
         uint64_t num_bytes = 0U;
         uint8_t* ptr = NULL;
+        if ((tensor->dtype.bits == 0U) || (tensor->dtype.lanes == 0U)) {
+          TVMMinRpcServer_SetError(server, "%s: argument %d: tensor dtype has %u bits and %u lanes", what, index,
+                                   (unsigned)tensor->dtype.bits, (unsigned)tensor->dtype.lanes);
+          return kTvmErrorFunctionCallInvalidArg;
+        }
         if (TVMMinRpcServer_TensorBytes(tensor, &num_bytes) != kTvmErrorNoError) {
           TVMMinRpcServer_SetError(server, "%s: argument %d: tensor has a negative or overflowing shape", what,
                                    index);
@@ -856,7 +861,7 @@ static tvm_crt_error_t handle_call_func(TVMMinRpcServer* server, Reader* r) {
       if (ret_code == (int)kTVMNDArrayHandle) {
         /* The host now owns the array: remember it so copies may use it and FreeHandle can free it. */
         DLDevice dev = t->device;
-        if (TVMMinRpcServer_AddAllocation(server, kTVMMinRpcAllocNDArray, ret.v_handle,
+        if (TVMMinRpcServer_AddAllocation(server, kTVMMinRpcAllocNDArray, ret.v_handle, ret.v_handle,
                                           (uintptr_t)t->data + (uintptr_t)t->byte_offset, (size_t)num_bytes,
                                           dev) != kTvmErrorNoError) {
           (void)TVMArrayFree((TVMArrayHandle)ret.v_handle);
@@ -917,7 +922,11 @@ static int device_available(DLDevice dev) {
 /* DevAllocData / DevAllocDataWithScope: allocate, record, return the handle. */
 static tvm_crt_error_t sys_alloc(TVMMinRpcServer* server, const char* what, DLDevice dev, uint64_t num_bytes,
                                  uint64_t alignment, DLDataType type_hint) {
-  void* ptr = NULL;
+  void* base = NULL;
+  void* ptr;
+  uintptr_t data;
+  size_t request;
+  size_t runtime_alignment;
   int rc;
   if (num_bytes > (uint64_t)(SIZE_MAX / 2U)) {
     TVMMinRpcServer_SetError(server, "%s: %lu bytes is more than this device can address", what,
@@ -934,17 +943,27 @@ static tvm_crt_error_t sys_alloc(TVMMinRpcServer* server, const char* what, DLDe
                              (int)TVM_CRT_MAX_NDARRAYS);
     return send_error(server);
   }
-  /* A zero-byte request still gets a distinct, non-NULL block. */
-  rc = TVMDeviceAllocDataSpace(dev, (num_bytes == 0U) ? 1U : (size_t)num_bytes, (size_t)alignment, type_hint, &ptr);
+  /* A zero-byte request still gets a distinct, non-NULL block. Alignments above what the runtime
+   * guarantees (TVM clients ask for 64) are met by over-allocating and aligning up inside the block. */
+  request = (num_bytes == 0U) ? 1U : (size_t)num_bytes;
+  if (alignment > (uint64_t)TVM_CRT_ALLOC_ALIGNMENT_BYTES) {
+    request += (size_t)alignment;
+    runtime_alignment = (size_t)TVM_CRT_ALLOC_ALIGNMENT_BYTES;
+  } else {
+    runtime_alignment = (size_t)alignment;
+  }
+  rc = TVMDeviceAllocDataSpace(dev, request, runtime_alignment, type_hint, &base);
   if (rc != 0) {
     return send_last_error(server, what);
   }
-  if (ptr == NULL) {
+  if (base == NULL) {
     TVMMinRpcServer_SetError(server, "%s: the device returned no memory for %lu bytes", what,
                              (unsigned long)num_bytes);
     return send_error(server);
   }
-  (void)TVMMinRpcServer_AddAllocation(server, kTVMMinRpcAllocDataSpace, ptr, (uintptr_t)ptr, (size_t)num_bytes, dev);
+  data = ((uintptr_t)base + (uintptr_t)(alignment - 1U)) & ~(uintptr_t)(alignment - 1U);
+  ptr = (void*)data;
+  (void)TVMMinRpcServer_AddAllocation(server, kTVMMinRpcAllocDataSpace, ptr, base, data, (size_t)num_bytes, dev);
   return send_handle(server, ptr);
 }
 

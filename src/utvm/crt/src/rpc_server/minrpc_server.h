@@ -82,6 +82,8 @@ typedef struct TVMMinRpcAllocation {
   uint8_t kind;
   /*! \brief What the host holds: the data pointer, or the NDArray's DLTensor*. */
   void* handle;
+  /*! \brief What to free: the block TVMDeviceAllocDataSpace returned (handle may be aligned up in it). */
+  void* base;
   /*! \brief First byte and size of the accessible block. */
   uintptr_t data;
   size_t size;
@@ -146,13 +148,14 @@ void TVMMinRpcServer_FreeAll(TVMMinRpcServer* server);
 
 /* --- allocation table (minrpc_alloc.c) --- */
 
-/*! \brief Find the block holding [data + byte_offset, + num_bytes); *out_ptr is its first byte.
+/*! \brief Find the block holding [data + byte_offset, + num_bytes) (an empty range: an address inside the
+ * block or just past its end); *out_ptr is its first byte.
  * kTvmErrorFunctionCallInvalidArg (with text in server->error) when no allocation holds it. */
 tvm_crt_error_t TVMMinRpcServer_CheckRange(TVMMinRpcServer* server, const char* what, uint64_t data,
                                            uint64_t byte_offset, uint64_t num_bytes, uint8_t** out_ptr);
 /*! \brief Record an allocation; kTvmErrorPlatformNoMemory when the table is full. */
 tvm_crt_error_t TVMMinRpcServer_AddAllocation(TVMMinRpcServer* server, TVMMinRpcAllocKind kind, void* handle,
-                                              uintptr_t data, size_t size, DLDevice device);
+                                              void* base, uintptr_t data, size_t size, DLDevice device);
 /*! \brief The entry of `kind` whose handle is `handle`, or NULL. */
 TVMMinRpcAllocation* TVMMinRpcServer_FindAllocation(TVMMinRpcServer* server, TVMMinRpcAllocKind kind,
                                                     const void* handle);

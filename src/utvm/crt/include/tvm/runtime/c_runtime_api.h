@@ -26,6 +26,7 @@ extern "C" {
 /*! \brief Type codes of TVMValue (extends DLDataTypeCode). Values are ABI (DESIGN.md §5.3). */
 typedef enum {
   kTVMArgInt = kDLInt,
+  kTVMArgUInt = kDLUInt,
   kTVMArgFloat = kDLFloat,
   kTVMOpaqueHandle = 3U,
   kTVMNullptr = 4U,

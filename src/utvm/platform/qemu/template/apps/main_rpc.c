@@ -1,17 +1,19 @@
 /*
  * main_rpc.c -- the RPC firmware: the utvm RPC server on UART0 (DESIGN.md §5).
  *
- * Boot: UART, platform (memory), RPC server (which initialises the runtime, registers the built-in globals
- * and sends a session terminate so the host knows the device restarted), then the firmware's own globals
- * (utvm_register_app_globals, e.g. the testing.* functions). Loop: every byte that arrives is fed to the
- * server; the server writes its replies with uart_write.
+ * Boot: UART, platform (memory), RPC server (initialises the runtime and sends a session terminate, so a
+ * waiting host learns of the reset), then the firmware's own globals: with UTVM_WITH_TEST_FUNCTIONS the
+ * testing.* library (utvm_test_functions.h) plus testing.abort(code), which calls TVMPlatformAbort.
+ * Loop: every byte that arrives is fed to the server, which writes its replies with uart_write. A Shutdown
+ * from the host ends the emulation (exit status 0).
  *
- * TVMPlatformAbort sends the reason to the host as a session log message (through TVMLogf, which the RPC
- * server forwards), then resets the board (UTVM_ABORT_RESETS=1): the host sees the session end.
+ * TVMPlatformAbort sends its reason to the host as a session log message (TVMLogf goes through the RPC
+ * server), then resets the board (UTVM_ABORT_RESETS=1): the rebooted firmware's terminate ends the session.
  */
 #include <stddef.h>
 #include <stdint.h>
 
+#include <tvm/runtime/c_runtime_api.h>
 #include <tvm/runtime/crt/error_codes.h>
 #include <tvm/runtime/crt/logging.h>
 #include <tvm/runtime/crt/microtvm_rpc_server.h>
@@ -20,13 +22,50 @@
 #include "utvm_board.h"
 #include "utvm_platform.h"
 
-/*! Registers the firmware's extra global functions; defined by the generated app_globals.c. */
-tvm_crt_error_t utvm_register_app_globals(void);
+#ifdef UTVM_WITH_TEST_FUNCTIONS
+#include <string.h>
 
-static ssize_t uart_write(void* context, const uint8_t* data, size_t num_bytes) {
+#include "utvm_test_functions.h"
+
+/* Under -icount shift=0 one instruction is 1 ns of virtual time: 1 ms is 10^6 instructions, i.e. 500000
+ * iterations of this two-instruction loop (subs + bne). */
+void UTVMPlatformSleepMs(uint32_t ms) {
+  uint32_t i;
+  for (i = 0u; i < ms; ++i) {
+    uint32_t n = 500000u;
+    __asm__ volatile("1: subs %0, %0, #1\n\tbne 1b" : "+r"(n) : : "cc");
+  }
+}
+
+static int testing_abort(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_value, int* ret_type_code,
+                         void* resource_handle) {
+  (void)ret_value;
+  (void)ret_type_code;
+  (void)resource_handle;
+  if ((num_args != 1) || (type_codes[0] != (int)kTVMArgInt)) {
+    TVMAPISetLastError("testing.abort: expects one int argument (the error code)");
+    return (int)kTvmErrorFunctionCallWrongArgType;
+  }
+  TVMPlatformAbort((tvm_crt_error_t)args[0].v_int64);
+}
+
+static tvm_crt_error_t register_test_functions(void) {
+  TVMBackendPackedCFunc func = &testing_abort;
+  TVMFunctionHandle handle = NULL;
+  tvm_crt_error_t err = UTVMTestFunctions_Register();
+  if (err != kTvmErrorNoError) {
+    return err;
+  }
+  /* TVMFuncRegisterGlobal takes the function as a TVMFunctionHandle (TVM's ABI): copy its bytes. */
+  (void)memcpy((void*)&handle, (const void*)&func, sizeof(handle));
+  return TVMFuncRegisterGlobal("testing.abort", handle, 1) == 0 ? kTvmErrorNoError : kTvmErrorFunctionRegistryFull;
+}
+#endif
+
+static tvm_crt_ssize_t uart_write(void* context, const uint8_t* data, size_t num_bytes) {
   (void)context;
   utvm_uart_write(data, num_bytes);
-  return (ssize_t)num_bytes;
+  return (tvm_crt_ssize_t)num_bytes;
 }
 
 void utvm_app_report_abort(tvm_crt_error_t code) {
@@ -42,23 +81,22 @@ int main(void) {
     TVMPlatformAbort(err);
   }
   server = MicroTVMRpcServerInit(uart_write, NULL);
-  if (server == NULL) {
-    TVMPlatformAbort(kTvmErrorPlatformCheckFailure);
-  }
-  err = utvm_register_app_globals();
+#ifdef UTVM_WITH_TEST_FUNCTIONS
+  err = register_test_functions();
   if (err != kTvmErrorNoError) {
     TVMPlatformAbort(err);
   }
+#endif
   for (;;) {
-    uint8_t buf[128];
+    uint8_t buf[256];
     uint8_t* data = buf;
     size_t size = utvm_uart_read_available(buf, sizeof(buf));
     while (size > 0u) {
       err = MicroTVMRpcServerLoop(server, &data, &size);
       if (err == kTvmErrorPlatformShutdown) {
-        return 0; /* the host shut the server down: end the emulation */
+        return 0;
       }
-      if (err != kTvmErrorNoError && err != kTvmErrorFramingShortPacket) {
+      if (err != kTvmErrorNoError) {
         TVMPlatformAbort(err);
       }
     }

@@ -22,7 +22,9 @@ extern uint32_t __stack_limit__[];
 extern uint32_t __stack_top__[];
 
 int main(void);
-void Reset_Handler(void) __attribute__((noreturn));
+/* no-tree-loop-distribute-patterns: keep the copy/zero/paint loops as loops (GCC would call memcpy and
+ * memset, pulling the C library into every firmware and into the reset path's stack). */
+void Reset_Handler(void) __attribute__((noreturn, optimize("no-tree-loop-distribute-patterns")));
 void Default_Handler(void);
 
 /* Exception handlers: weak, so firmware can provide its own (timer.c provides SysTick_Handler). */

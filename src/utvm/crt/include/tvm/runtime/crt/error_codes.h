@@ -18,6 +18,8 @@ extern "C" {
 #define TVM_CRT_ERROR_CODE_Pos 0
 #define TVM_CRT_ERROR_CODE_Msk (0xffU << TVM_CRT_ERROR_CODE_Pos)
 
+/* Codes below are written as literals, (category << 8) | code, so the enum needs no shifts of enum
+ * constants (MISRA 10.1); DEFINE_TVM_CRT_ERROR computes the same numbers for code that wants it. */
 #define DEFINE_TVM_CRT_ERROR(category, code) \
   (((category) << TVM_CRT_ERROR_CATEGORY_Pos) | ((code) << TVM_CRT_ERROR_CODE_Pos))
 
@@ -37,64 +39,64 @@ typedef enum {
   kTvmErrorNoError = 0,
 
   /* Function registry. */
-  kTvmErrorFunctionNameNotFound = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryFunctionRegistry, 0x00),
-  kTvmErrorFunctionIndexInvalid = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryFunctionRegistry, 0x01),
-  kTvmErrorFunctionRegistryFull = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryFunctionRegistry, 0x02),
-  kTvmErrorFunctionAlreadyDefined = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryFunctionRegistry, 0x03),
-  kTvmErrorBufferTooSmall = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryFunctionRegistry, 0x04),
-  kTvmErrorModuleRegistryFull = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryFunctionRegistry, 0x05),
-  kTvmErrorModuleHandleInvalid = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryFunctionRegistry, 0x06),
-  kTvmErrorFunctionHandleInvalid = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryFunctionRegistry, 0x07),
-  kTvmErrorSystemLibMissing = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryFunctionRegistry, 0x08),
+  kTvmErrorFunctionNameNotFound = 0x0100,
+  kTvmErrorFunctionIndexInvalid = 0x0101,
+  kTvmErrorFunctionRegistryFull = 0x0102,
+  kTvmErrorFunctionAlreadyDefined = 0x0103,
+  kTvmErrorBufferTooSmall = 0x0104,
+  kTvmErrorModuleRegistryFull = 0x0105,
+  kTvmErrorModuleHandleInvalid = 0x0106,
+  kTvmErrorFunctionHandleInvalid = 0x0107,
+  kTvmErrorSystemLibMissing = 0x0108,
 
   /* Framing. */
-  kTvmErrorFramingInvalidState = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryFraming, 0x00),
-  kTvmErrorFramingShortPacket = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryFraming, 0x01),
-  kTvmErrorFramingInvalidEscape = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryFraming, 0x02),
-  kTvmErrorFramingPayloadOverflow = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryFraming, 0x03),
-  kTvmErrorFramingPayloadIncomplete = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryFraming, 0x04),
-  kTvmErrorFramingCrcMismatch = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryFraming, 0x05),
-  kTvmErrorFramingPacketTooLong = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryFraming, 0x06),
+  kTvmErrorFramingInvalidState = 0x0200,
+  kTvmErrorFramingShortPacket = 0x0201,
+  kTvmErrorFramingInvalidEscape = 0x0202,
+  kTvmErrorFramingPayloadOverflow = 0x0203,
+  kTvmErrorFramingPayloadIncomplete = 0x0204,
+  kTvmErrorFramingCrcMismatch = 0x0205,
+  kTvmErrorFramingPacketTooLong = 0x0206,
 
   /* Write stream. */
-  kTvmErrorWriteStreamShortWrite = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryWriteStream, 0x00),
-  kTvmErrorWriteStreamLongWrite = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryWriteStream, 0x01),
+  kTvmErrorWriteStreamShortWrite = 0x0300,
+  kTvmErrorWriteStreamLongWrite = 0x0301,
 
   /* Session. */
-  kTvmErrorSessionInvalidState = DEFINE_TVM_CRT_ERROR(kTvmErrorCategorySession, 0x00),
-  kTvmErrorSessionReceiveBufferBusy = DEFINE_TVM_CRT_ERROR(kTvmErrorCategorySession, 0x01),
-  kTvmErrorSessionReceiveBufferShortWrite = DEFINE_TVM_CRT_ERROR(kTvmErrorCategorySession, 0x02),
-  kTvmErrorSessionInvalidMessage = DEFINE_TVM_CRT_ERROR(kTvmErrorCategorySession, 0x03),
+  kTvmErrorSessionInvalidState = 0x0400,
+  kTvmErrorSessionReceiveBufferBusy = 0x0401,
+  kTvmErrorSessionReceiveBufferShortWrite = 0x0402,
+  kTvmErrorSessionInvalidMessage = 0x0403,
 
   /* Platform. */
-  kTvmErrorPlatformCheckFailure = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryPlatform, 0x00),
-  kTvmErrorPlatformMemoryManagerInitialized = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryPlatform, 0x01),
-  kTvmErrorPlatformShutdown = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryPlatform, 0x02),
-  kTvmErrorPlatformNoMemory = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryPlatform, 0x03),
-  kTvmErrorPlatformTimerBadState = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryPlatform, 0x04),
-  kTvmErrorPlatformStackAllocBadFree = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryPlatform, 0x05),
-  kTvmErrorPlatformInvalidArgument = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryPlatform, 0x06),
+  kTvmErrorPlatformCheckFailure = 0x0500,
+  kTvmErrorPlatformMemoryManagerInitialized = 0x0501,
+  kTvmErrorPlatformShutdown = 0x0502,
+  kTvmErrorPlatformNoMemory = 0x0503,
+  kTvmErrorPlatformTimerBadState = 0x0504,
+  kTvmErrorPlatformStackAllocBadFree = 0x0505,
+  kTvmErrorPlatformInvalidArgument = 0x0506,
 
   /* Generated code. */
-  kTvmErrorGeneratedInvalidStorageId = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryGenerated, 0x00),
-  kTvmErrorGeneratedArgumentMismatch = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryGenerated, 0x01),
+  kTvmErrorGeneratedInvalidStorageId = 0x0600,
+  kTvmErrorGeneratedArgumentMismatch = 0x0601,
 
   /* Executor. */
-  kTvmErrorExecutorModuleAlreadyCreated = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryExecutor, 0x00),
-  kTvmErrorExecutorModuleBadContext = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryExecutor, 0x01),
-  kTvmErrorExecutorModuleNoSuchInput = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryExecutor, 0x02),
+  kTvmErrorExecutorModuleAlreadyCreated = 0x0700,
+  kTvmErrorExecutorModuleBadContext = 0x0701,
+  kTvmErrorExecutorModuleNoSuchInput = 0x0702,
 
   /* Function call. */
-  kTvmErrorFunctionCallNumArguments = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryFunctionCall, 0x00),
-  kTvmErrorFunctionCallWrongArgType = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryFunctionCall, 0x01),
-  kTvmErrorFunctionCallNotImplemented = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryFunctionCall, 0x02),
-  kTvmErrorFunctionCallInvalidArg = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryFunctionCall, 0x03),
+  kTvmErrorFunctionCallNumArguments = 0x0800,
+  kTvmErrorFunctionCallWrongArgType = 0x0801,
+  kTvmErrorFunctionCallNotImplemented = 0x0802,
+  kTvmErrorFunctionCallInvalidArg = 0x0803,
 
   /* Time evaluator. */
-  kTvmErrorTimeEvaluatorBadHandle = DEFINE_TVM_CRT_ERROR(kTvmErrorCategoryTimeEvaluator, 0x00),
+  kTvmErrorTimeEvaluatorBadHandle = 0x0900,
 
   /* System errors outside any category. */
-  kTvmErrorSystemErrorMask = (int)0x80000000
+  kTvmErrorSystemErrorMask = (-2147483647 - 1) /* INT32_MIN, i.e. bit 31 */
 } tvm_crt_error_t;
 
 #ifdef __cplusplus

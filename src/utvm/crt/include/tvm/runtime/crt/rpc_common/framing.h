@@ -6,7 +6,9 @@
  * CRC are escaped: a data byte FF is sent FF FF. FF FE is a no-op; FF FD inside a packet abandons it and
  * starts a new one; any other FF xx is an invalid escape. The first packet after a framer reset is
  * preceded by one raw FE. The CRC (crc16.h) covers every raw wire byte from FF FD through the payload:
- * escapes as sent, and FF FE pairs met while reading the length or the payload.
+ * escapes as sent, and FF FE pairs met while reading the length or the payload. Between packets any
+ * FF FD starts a packet, even right after another FF (a truncated packet's dangling escape byte must
+ * not hide the next start); inside a packet FF FF is a data byte.
  *
  * TVMFramer encodes: StartPacket(n), any number of WritePayloadChunk() adding up to n, FinishPacket().
  * Output goes through a TVMWriteStream in pieces of at most TVM_CRT_FRAMER_BUFFER_SIZE_BYTES.
@@ -104,7 +106,8 @@ typedef struct TVMUnframerHandler {
   tvm_crt_error_t (*payload)(void* context, const uint8_t* data, size_t size_bytes);
   /*! \brief The packet ended. verdict: kTvmErrorNoError (CRC good), kTvmErrorFramingCrcMismatch,
    * kTvmErrorFramingInvalidEscape, kTvmErrorFramingPayloadIncomplete (a new FF FD cut it short) or
-   * kTvmErrorFramingPacketTooLong (length above the maximum; nothing was delivered). */
+   * kTvmErrorFramingPacketTooLong (length above the maximum; its bytes were skipped, nothing was
+   * delivered, and this comes where it ends or is cut short). */
   tvm_crt_error_t (*packet_end)(void* context, tvm_crt_error_t verdict);
   /*! \brief Passed to every callback. Not owned. */
   void* context;
@@ -136,6 +139,8 @@ typedef struct TVMUnframer {
   uint8_t escape_pending;
   /*! \brief Nonzero while payload bytes go to the handler. */
   uint8_t delivering;
+  /*! \brief Nonzero while skipping a packet whose length exceeds the maximum. */
+  uint8_t too_long;
   /*! \brief Bytes of the length or CRC field collected so far. */
   uint8_t field_pos;
   uint8_t field[4];

@@ -9,8 +9,10 @@
  * Theory of operation. A session starts Reset. Whoever wants a session (normally the host) sends
  * start-init with a fresh nonce and moves to StartSent; the peer, in any state, answers start-reply with
  * the full id and both sides are Established. A start-init meeting our own pending one: the numerically
- * lower initiator nonce wins, the other is ignored (equal nonces: both ignored; the initiator retries).
- * Terminate, in any state, returns to Reset: the sender has lost all state. Normal messages flow only
+ * lower initiator nonce wins, the other is ignored (equal nonces: both are abandoned and whichever side
+ * sends start-init next gets the session).
+ * Terminate returns to Reset (the sender has lost all state) -- except that a start-init we sent stays
+ * pending, since the peer may have reset before answering it. Normal messages flow only
  * in Established and only with the established id; a checked (good-CRC) normal message with any other
  * id is answered with terminate, so a peer talking to a stale session learns it at once. Log messages
  * are valid in every state. Nonces are never 0; the next nonce is ((n << 5) | (n >> 5)) + 1 mod 256,

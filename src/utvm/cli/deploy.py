@@ -1,0 +1,102 @@
+"""`utvm deploy MODEL_OR_MLF --platform qemu-cortex-m4 -o DIR`: a standalone firmware project.
+
+    utvm deploy kws_ref_model.tflite --platform qemu-cortex-m4 -o kws_fw --unpacked-api --interface-api c
+    make -C kws_fw          # arm-none-eabi-gcc + newlib: build/firmware.elf
+    make -C kws_fw run      # QEMU: prints the outputs over the UART, exits with the model's status
+
+The project is self-contained (Makefile, board support, the model's generated code, the CRT when the
+convention needs it) and links no RPC server and no function registry unless --with-rpc. Its src/main.c
+fills the inputs from include/utvm_samples.h (random from --seed, or --input NAME=FILE.npy), calls the model
+(TVMExecute for --interface-api c, tvmgen_<m>_run otherwise), prints every output and exits with a status.
+Given a model it compiles it first (same flags as `utvm compile`); an MLF (tar or directory) is used as is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from utvm.errors import ArgumentError, PlatformError
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    from utvm.cli.compile import add_compile_options
+
+    p = subparsers.add_parser("deploy", help="write a standalone firmware project for a board",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="a .tflite/.onnx model or an MLF tar / directory")
+    p.add_argument("--platform", default="qemu-cortex-m4", help="the board (default: qemu-cortex-m4)")
+    p.add_argument("-o", "--output", required=True, help="directory of the project (created; must be empty)")
+    p.add_argument("--with-rpc", action="store_true",
+                   help="also link the RPC server and the function registry (serves RPC after printing)")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="a sample input from a .npy file (repeatable); others are random")
+    p.add_argument("--seed", type=int, help="seed of the random sample inputs (default: a fresh one, printed)")
+    p.add_argument("--build", action="store_true", help="also run make in the project")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    add_compile_options(p)
+    p.set_defaults(func=run)
+
+
+def qemu_board_name(platform: str) -> str:
+    """The platform name if it is one of the QEMU boards, else a clear error."""
+    from utvm.platform.qemu.boards import BOARDS
+
+    if platform not in BOARDS:
+        raise ArgumentError(f"--platform {platform!r} has no standalone firmware; choose one of {', '.join(BOARDS)}")
+    return platform
+
+
+def load_compiled(args: argparse.Namespace, say: Any) -> Any:
+    """The CompiledModel of args.model: an MLF as is, a model compiled with the compile flags in args."""
+    from utvm import mlf
+    from utvm.cli.compile import compile_from_args
+    from utvm.cli.run import is_mlf
+
+    model = Path(args.model)
+    if not model.exists():
+        raise ArgumentError(f"{model}: no such model or MLF")
+    if is_mlf(model):
+        say(f"loading the Model Library Format archive {model}")
+        return mlf.load(model)
+    return compile_from_args(args, model, say)
+
+
+def sample_inputs(args: argparse.Namespace, compiled: Any, say: Any) -> tuple[list[Any], int]:
+    from utvm.cli.run import _read_inputs
+
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    inputs = _read_inputs(compiled, args.input, seed)
+    if len(inputs) > len(args.input):
+        say(f"{len(inputs) - len(args.input)} random sample input(s), seed {seed}")
+    return inputs, seed
+
+
+def run(args: argparse.Namespace) -> int:
+    from utvm.platform.qemu.deploy import generate_deploy_project
+    from utvm.platform.qemu.project import make
+
+    t0 = time.monotonic()
+
+    def say(msg: str) -> None:
+        if not args.quiet:
+            print(f"[{time.monotonic() - t0:6.2f}s] {msg}", file=sys.stderr, flush=True)
+
+    board = qemu_board_name(args.platform)
+    out = Path(args.output)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise PlatformError(f"-o {out}: exists and is not an empty directory")
+    compiled = load_compiled(args, say)
+    inputs, seed = sample_inputs(args, compiled, say)
+    note = f"Random values (utvm deploy --seed {seed})" if not args.input else "From " + ", ".join(args.input)
+    say(f"writing the {board} project ({compiled.options.convention} convention) to {out}")
+    generate_deploy_project(compiled, board, out, inputs, with_rpc=args.with_rpc, note=note)
+    if args.build:
+        say("building it (make)")
+        make(out)
+    print(f"wrote {out}: build with `make -C {out}`, run in QEMU with `make -C {out} run`")
+    return 0

@@ -1,0 +1,97 @@
+"""`utvm info MODEL`: what a .tflite / .onnx model contains, as tables.
+
+    utvm info kws_ref_model.tflite          # inputs, outputs, op counts, parameters, MACs per layer
+    utvm info model.onnx --json             # the same as JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from utvm.ir.graph import Graph, Tensor
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("info", help="show a model's inputs, outputs, ops, parameters and MACs",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="a .tflite or .onnx model")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.set_defaults(func=run)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], right: Sequence[int] = ()) -> str:
+    """A plain-text table; columns in `right` are right-aligned (numbers)."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+
+    def line(r: list[str]) -> str:
+        padded = (c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+        return "  ".join(padded).rstrip()
+
+    out = [line(cells[0]), "  ".join("-" * w for w in widths)]
+    out += [line(r) for r in cells[1:]]
+    return "\n".join(out)
+
+
+def _quant(t: Tensor) -> str:
+    q = t.quant
+    if q is None:
+        return "-"
+    if q.per_channel and len(q.scale) > 1:
+        return f"per-channel axis {q.axis} ({len(q.scale)} scales)"
+    return f"scale {q.scale[0]:.6g}, zero point {q.zero_point[0]}"
+
+
+def summary(graph: Graph) -> dict:
+    from utvm.ir.stats import layer_stats, parameter_count
+
+    layers = layer_stats(graph)
+    const_bytes = sum(t.nbytes for t in graph.tensors.values() if t.is_constant)
+
+    def io(names: Sequence[str]) -> list[dict]:
+        return [{"name": n, "shape": list(graph.tensors[n].shape), "dtype": graph.tensors[n].dtype,
+                 "quantization": _quant(graph.tensors[n])} for n in names]
+
+    return {
+        "name": graph.name,
+        "source": graph.metadata.get("source", ""),
+        "inputs": io(graph.inputs),
+        "outputs": io(graph.outputs),
+        "ops": dict(Counter(n.op for n in graph.nodes)),
+        "parameters": parameter_count(graph),
+        "constant_bytes": const_bytes,
+        "macs": sum(r.macs for r in layers),
+        "layers": [{"index": r.index, "op": r.op, "name": r.name, "output_shape": list(r.output_shape),
+                    "dtype": r.dtype, "params": r.params, "macs": r.macs} for r in layers],
+    }
+
+
+def _short(name: str, width: int = 48) -> str:
+    return name if len(name) <= width else "..." + name[-(width - 3):]
+
+
+def render(s: dict) -> str:
+    parts = [f"model {s['name']} ({s['source'] or 'unknown format'}): {len(s['layers'])} ops, "
+             f"{s['parameters']:,} parameters ({s['constant_bytes']:,} bytes of constants), {s['macs']:,} MACs"]
+    for title in ("inputs", "outputs"):
+        parts += ["", f"{title}:", table(("name", "shape", "dtype", "quantization"),
+                                         [(x["name"], x["shape"], x["dtype"], x["quantization"]) for x in s[title]])]
+    parts += ["", "ops:", table(("op", "count"), sorted(s["ops"].items(), key=lambda kv: (-kv[1], kv[0])), right=(1,))]
+    rows = [(r["index"], r["op"], _short(r["name"]), r["output_shape"], r["dtype"], f"{r['params']:,}",
+             f"{r['macs']:,}") for r in s["layers"]]
+    rows.append(("", "total", "", "", "", f"{sum(r['params'] for r in s['layers']):,}", f"{s['macs']:,}"))
+    parts += ["", "layers:", table(("#", "op", "name", "output", "dtype", "params", "MACs"), rows, right=(0, 5, 6))]
+    return "\n".join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    from utvm.frontend import load
+
+    graph = load(Path(args.model))
+    s = summary(graph)
+    print(json.dumps(s, indent=1) if args.json else render(s))
+    return 0

@@ -1,0 +1,148 @@
+"""`utvm run --profile`: time every fused operator on the device, through the system library.
+
+Works on any platform: each operator function of the packed convention is in the model's system library
+(`tvmgen_<m>_<op>`), so the host allocates device arrays of its argument shapes (inputs, outputs, scratch),
+fills the inputs with random values of their dtype, and times the function with the device's time evaluator
+(`runtime.RPCTimeEvaluator`: one warm-up, then `repeat` single calls; the median is kept). On a platform
+with a deterministic instruction clock (QEMU under -icount: `instructions_per_second`) each time is also
+given in instructions. The table is sorted by cost; `plot_profile` draws it as a bar chart (matplotlib,
+Agg backend, no display needed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from utvm.errors import ArgumentError, RemoteProtocolError
+
+
+@dataclass(frozen=True)
+class OperatorTiming:
+    name: str  # the generated function
+    op: str  # what it computes (e.g. conv2d)
+    node: str  # the graph node it came from
+    seconds: float  # median per call
+    cycles: int | None  # instructions under an instruction-counting clock, else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"function": self.name, "op": self.op, "node": self.node, "seconds": self.seconds,
+                "cycles": self.cycles}
+
+
+def _random(shape: Sequence[int], dtype: str, rng: np.random.Generator) -> np.ndarray:
+    if dtype.startswith("float"):
+        return rng.standard_normal(tuple(shape)).astype(dtype)
+    if dtype == "bool":
+        return rng.integers(0, 2, tuple(shape)).astype(np.bool_)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, tuple(shape), endpoint=True).astype(dtype)
+
+
+def _time_once(session: Any, mod: Any, name: str, repeat: int, arrays: Sequence[Any]) -> list[float]:
+    """runtime.RPCTimeEvaluator for `name`, called once, then freed on the device: the CRT holds only
+    TVM_CRT_MAX_TIME_EVALUATORS evaluators at a time and a model has more operators than that."""
+    import struct
+
+    from utvm.rpc.protocol import RPCCode
+    from utvm.runtime.typecodes import TypeCode
+
+    make = session.get_function("runtime.RPCTimeEvaluator")
+    dev = session.device
+    timer = make(mod, name, dev.device_type, dev.device_id, 1, repeat, 0, 100, 0, 1, 0, "")
+    try:
+        raw = timer(*arrays)
+    finally:
+        session._syscall(RPCCode.FREE_HANDLE, [(TypeCode.OPAQUE_HANDLE, timer.handle),
+                                               (TypeCode.INT, int(TypeCode.PACKED_FUNC_HANDLE))],
+                         f"FreeHandle of time_evaluator({name})")
+    if not isinstance(raw, bytes) or len(raw) != 8 * repeat:
+        raise RemoteProtocolError(f"time_evaluator({name}) returned {raw!r:.60}, expected {repeat} doubles")
+    return list(struct.unpack(f"<{repeat}d", raw))
+
+
+def profile_operators(
+    session: Any,
+    compiled: Any,
+    repeat: int = 3,
+    instructions_per_second: float | None = None,
+    seed: int = 0,
+) -> list[OperatorTiming]:
+    """Time each operator function of `compiled` on the device; most expensive first."""
+    mod = session.system_lib()
+    rng = np.random.default_rng(seed)
+    timings = []
+    for op in compiled.operators:
+        if mod.get_function(op.name, allow_missing=True) is None:
+            raise ArgumentError(
+                f"--profile: operator {op.name!r} is not in the system library; per-operator timing needs "
+                f"the packed convention (compile without --unpacked-api / --interface-api c); this model "
+                f"uses {compiled.options.convention!r}"
+            )
+        arrays = []
+        try:
+            for i, t in enumerate(op.args):
+                if i < len(op.inputs):
+                    arrays.append(session.array(_random(t.shape, t.dtype, rng)))
+                else:
+                    arrays.append(session.empty(t.shape, t.dtype))
+            seconds = float(np.median(_time_once(session, mod, op.name, repeat, arrays)))
+        finally:
+            for a in arrays:
+                a.free()
+        cycles = round(seconds * instructions_per_second) if instructions_per_second else None
+        timings.append(OperatorTiming(op.name, op.op, op.node, seconds, cycles))
+    return sorted(timings, key=lambda t: (-t.seconds, t.name))
+
+
+def format_profile(timings: Sequence[OperatorTiming], total_s: float | None = None) -> str:
+    """A text table: rank, function, op, time, instructions, share of the operators' sum."""
+    total_ops = sum(t.seconds for t in timings) or 1.0
+    with_cycles = any(t.cycles is not None for t in timings)
+    name_w = max([len("function"), *(len(t.name) for t in timings)])
+    op_w = max([len("op"), *(len(t.op) for t in timings)])
+    head = f"{'#':>3}  {'function':<{name_w}}  {'op':<{op_w}}  {'time (us)':>11}"
+    head += f"  {'instructions':>13}" if with_cycles else ""
+    head += f"  {'share':>6}  {'cumul.':>6}"
+    lines = [head, "-" * len(head)]
+    cumulative = 0.0
+    for i, t in enumerate(timings, 1):
+        cumulative += t.seconds
+        row = f"{i:>3}  {t.name:<{name_w}}  {t.op:<{op_w}}  {t.seconds * 1e6:>11.2f}"
+        if with_cycles:
+            row += f"  {t.cycles if t.cycles is not None else '-':>13}"
+        row += f"  {100 * t.seconds / total_ops:>5.1f}%  {100 * cumulative / total_ops:>5.1f}%"
+        lines.append(row)
+    lines.append("-" * len(head))
+    summary = f"sum of {len(timings)} operators: {sum(t.seconds for t in timings) * 1e6:.2f} us"
+    if total_s is not None:
+        summary += f"; whole model: {total_s * 1e6:.2f} us"
+    lines.append(summary)
+    return "\n".join(lines)
+
+
+def plot_profile(timings: Sequence[OperatorTiming], path: Path | str, title: str = "") -> Path:
+    """A horizontal bar chart of the operators' times (most expensive on top), written as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    ordered = list(timings)[::-1]  # barh draws bottom-up
+    fig, ax = plt.subplots(figsize=(9, 0.35 * len(ordered) + 1.5))
+    try:
+        ax.barh([t.name for t in ordered], [t.seconds * 1e6 for t in ordered], color="tab:blue")
+        ax.set_xlabel("time per call (us)")
+        ax.set_title(title or "per-operator time on the device")
+        ax.tick_params(axis="y", labelsize=8)
+        fig.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, format="png", dpi=100)
+    finally:
+        plt.close(fig)
+    return path

@@ -1,0 +1,61 @@
+"""pad: constant padding of any rank; float32, int8, int32 (utvm.ops.pad).
+
+The output is first filled with the padding value, then the input is copied in row by row. A "row" is the
+longest contiguous run the padding leaves intact: the trailing axes without padding merge with the last
+padded axis, so NHWC spatial padding copies whole W*C rows.
+"""
+
+from __future__ import annotations
+
+import math
+
+from utvm.compiler.kernels import C_TYPES, KernelCode, KernelContext, c_literal, register, strides_of
+from utvm.ops.pad import PadParams
+
+
+@register("pad")
+def pad(ctx: KernelContext) -> KernelCode:
+    p: PadParams = ctx.params()
+    if p.dtype not in C_TYPES:
+        raise ctx.error(f"no pad kernel for dtype {p.dtype}")
+    t = C_TYPES[p.dtype]
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    in_shape, out_shape = list(p.input_shape), list(p.output_shape)
+    rank = len(in_shape)
+    total = math.prod(out_shape)
+    # k: the first axis from which on nothing is padded.
+    k = rank
+    while k > 0 and p.pads[k - 1] == (0, 0):
+        k -= 1
+    if k == 0 or math.prod(in_shape) == 0:  # nothing padded (or nothing to copy): a plain copy / fill
+        n = math.prod(in_shape)
+        return KernelCode(body=f"for (int32_t i = 0; i < {n}; ++i) {{\n  {y}[i] = {x}[i];\n}}\nreturn 0;"
+                          if k == 0 else _fill(y, t, total, p) + "\nreturn 0;")
+    block = math.prod(in_shape[k:])  # contiguous elements per index of axis k - 1
+    row = in_shape[k - 1] * block
+    out_strides = strides_of(out_shape)
+    lines = [_fill(y, t, total, p)]
+    # Loops over the input's axes 0 .. k-2, tracking the output offset of each row.
+    base0 = p.pads[k - 1][0] * block + sum(p.pads[d][0] * out_strides[d] for d in range(k - 1))
+    lines.append("int32_t src = 0;")
+    lines.append(f"const int32_t dst0 = {base0};")
+    depth = 0
+    for d in range(k - 1):
+        ind = "  " * depth
+        lines.append(f"{ind}for (int32_t i{d} = 0; i{d} < {in_shape[d]}; ++i{d}) {{")
+        lines.append(f"{ind}  const int32_t dst{d + 1} = dst{d} + i{d} * {out_strides[d]};")
+        depth += 1
+    ind = "  " * depth
+    lines.append(f"{ind}for (int32_t e = 0; e < {row}; ++e) {{")
+    lines.append(f"{ind}  {y}[dst{k - 1} + e] = {x}[src + e];")
+    lines.append(f"{ind}}}")
+    lines.append(f"{ind}src += {row};")
+    for d in reversed(range(k - 1)):
+        lines.append("  " * d + "}")
+    lines.append("return 0;")
+    return KernelCode(body="\n".join(lines))
+
+
+def _fill(y: str, t: str, total: int, p: PadParams) -> str:
+    value = c_literal(p.value, p.dtype)
+    return f"for (int32_t i = 0; i < {total}; ++i) {{\n  {y}[i] = ({t}){value};\n}}"

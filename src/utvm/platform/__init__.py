@@ -1,0 +1,93 @@
+"""Platforms: where evaluation firmware is built and run (DESIGN.md §9).
+
+A platform turns the CRT + the RPC server + optional extra C sources (test functions, a generated system
+library) into firmware, starts it, and opens an RPC session to it. Every platform offers the same two
+calls (the `Platform` protocol):
+
+    plat = get_platform("host")
+    firmware = plat.build(with_test_functions=True, crt_config={...}, extra_sources=..., system_lib_sources=...)
+    with plat.start(firmware) as sess:          # a connected utvm.rpc.Session
+        sess.get_function("testing.add_one")
+
+Platforms are found by name: the built-ins below, then the entry-point group ``utvm.platforms`` (a
+plugin package declares ``[project.entry-points."utvm.platforms"] myboard = "pkg.mod:MyPlatform"``).
+Names are case-sensitive; an unknown name raises PlatformError listing the known ones.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from utvm.errors import PlatformError
+
+ENTRY_POINT_GROUP = "utvm.platforms"
+
+#: Platforms shipped with utvm: name -> "module:attribute" of the platform class.
+BUILTIN_PLATFORMS: dict[str, str] = {
+    "host": "utvm.platform.host:HostPlatform",
+    "qemu-cortex-m3": "utvm.platform.qemu.platform:QemuCortexM3Platform",
+    "qemu-cortex-m4": "utvm.platform.qemu.platform:QemuCortexM4Platform",
+    "qemu-cortex-m7": "utvm.platform.qemu.platform:QemuCortexM7Platform",
+}
+
+
+@runtime_checkable
+class Platform(Protocol):
+    """What every platform class provides (instances are cheap; construct with no arguments)."""
+
+    name: str
+
+    def build(
+        self,
+        *,
+        with_test_functions: bool = True,
+        crt_config: Mapping[str, int] | None = None,
+        extra_sources: Sequence[Path] = (),
+        system_lib_sources: Sequence[Path] = (),
+        output: Path | None = None,
+    ) -> Path:
+        """Build evaluation firmware (CRT + RPC server [+ test functions] [+ sources]); return its path."""
+        ...
+
+    def start(self, firmware: Path, **session_kwargs: Any) -> Any:
+        """Start `firmware` and return a connected utvm.rpc.Session (closing it stops the firmware)."""
+        ...
+
+
+def _load(spec: str, name: str) -> type:
+    module_name, _, attr = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise PlatformError(f"platform {name!r}: cannot load {spec!r}: {exc}") from exc
+
+
+def _entry_points() -> dict[str, metadata.EntryPoint]:
+    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def available_platforms() -> list[str]:
+    """Names of every platform: built-ins and installed plugins."""
+    return sorted(set(BUILTIN_PLATFORMS) | set(_entry_points()))
+
+
+def get_platform_class(name: str) -> type:
+    """The platform class registered under `name`."""
+    if name in BUILTIN_PLATFORMS:
+        return _load(BUILTIN_PLATFORMS[name], name)
+    eps = _entry_points()
+    if name in eps:
+        try:
+            return eps[name].load()
+        except Exception as exc:  # a broken plugin must name itself, not crash the caller
+            raise PlatformError(f"platform {name!r}: entry point {eps[name].value!r} failed to load: {exc}") from exc
+    raise PlatformError(f"unknown platform {name!r}; known platforms: {', '.join(available_platforms())}")
+
+
+def get_platform(name: str) -> Platform:
+    """An instance of the platform registered under `name`."""
+    return get_platform_class(name)()

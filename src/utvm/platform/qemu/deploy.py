@@ -1,0 +1,440 @@
+"""Standalone deployment firmware for the QEMU boards (`utvm deploy`, and what `utvm size` measures).
+
+The project (see project.py for the layout) holds the model's generated code, a header of sample inputs
+(`include/utvm_samples.h`) and a `src/main.c` that fills the model's inputs from it, runs the model once
+through its entry point, prints every output over UART0 and ends the emulation with a status:
+
+- interface `c`: `TVMExecute(&tvmgen_<m>_model, &inputs, &outputs, context)` (tvm_micro_runtime.h, header
+  only: no CRT library is linked at all; a `--workspace user` model gets a static workspace via TVMContext);
+- interface `packed` (packed or unpacked operators): `tvmgen_<m>_run` called as a PackedFunc over DLTensors;
+  the CRT's common library (error reporting) and the TVMPlatform hooks are linked.
+
+No RPC server and no function registry are linked unless `with_rpc` (then the system library is added
+and, after printing, the firmware serves RPC on the same UART until the host sends Shutdown).
+
+UART output (text, one item per line):
+
+    utvm-deploy <model> <board>
+    output <index> <name> <dtype> <d0>x<d1>... <count>
+    <values, 16 per line; integers in decimal, float32 as 0x + 8 hex digits of its IEEE-754 bits>
+    status <return code of the model>
+    stack <bytes of stack ever used since reset (stack painting)>
+    end
+
+Exit status (semihosting): 0 when the model returned 0, 1 when it returned an error, 86 on
+TVMPlatformAbort, 128 + N on fault exception N.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from utvm.errors import PlatformError
+from utvm.platform.qemu.boards import Board, get_board
+from utvm.platform.qemu.project import FirmwareSpec, generate_project
+from utvm.platform.qemu.runner import qemu_command
+
+# dtype -> (C type, DLDataTypeCode, bits)
+C_TYPES: dict[str, tuple[str, int, int]] = {
+    "int8": ("int8_t", 0, 8),
+    "int16": ("int16_t", 0, 16),
+    "int32": ("int32_t", 0, 32),
+    "uint8": ("uint8_t", 1, 8),
+    "uint16": ("uint16_t", 1, 16),
+    "uint32": ("uint32_t", 1, 32),
+    "float32": ("float", 2, 32),
+    "bool": ("uint8_t", 6, 8),
+}
+DEPLOY_CRT_LIBS = ("common", "memory")
+RPC_CRT_LIBS = ("common", "memory", "rpc_common", "rpc_server")
+EXIT_MODEL_ERROR = 1
+EXIT_ABORT = 86
+DEFAULT_STACK_SIZE = 0x10000
+
+
+def _ctype(dtype: str, what: str) -> tuple[str, int, int]:
+    try:
+        return C_TYPES[dtype]
+    except KeyError:
+        raise PlatformError(f"{what}: dtype {dtype!r} is not supported by the deploy firmware") from None
+
+
+def _c_literal(value: Any, dtype: str) -> str:
+    if dtype == "float32":
+        v = float(value)
+        if not np.isfinite(v):
+            raise PlatformError(f"sample input value {v} is not finite")
+        return f"{v.hex()}f"
+    return str(int(value))
+
+
+def samples_header(compiled: Any, inputs: Sequence[np.ndarray], note: str = "") -> str:
+    """include/utvm_samples.h: the sample inputs as const arrays, in model order."""
+    iface = compiled.interface
+    if len(inputs) != len(iface.inputs):
+        raise PlatformError(f"model {compiled.model_name!r} has {len(iface.inputs)} inputs, got {len(inputs)}")
+    out = [
+        "/*",
+        f" * utvm_samples.h -- sample inputs of model '{compiled.model_name}' (written by utvm deploy).",
+        f" * {note}" if note else " * Replace them with your own data (same types and sizes).",
+        " */",
+        "#ifndef UTVM_SAMPLES_H_",
+        "#define UTVM_SAMPLES_H_",
+        "",
+        "#include <stdint.h>",
+        "",
+    ]
+    for i, (x, a) in enumerate(zip(iface.inputs, inputs, strict=True)):
+        a = np.asarray(a)
+        if str(a.dtype) != x.dtype or tuple(a.shape) != tuple(x.shape):
+            raise PlatformError(
+                f"sample input {x.name!r} must be {x.dtype}{list(x.shape)}, got {a.dtype}{list(a.shape)}"
+            )
+        ctype = _ctype(x.dtype, f"input {x.name!r}")[0]
+        flat = a.reshape(-1)
+        values = [_c_literal(v, x.dtype) for v in flat]
+        rows = [", ".join(values[j : j + 16]) for j in range(0, len(values), 16)] or ["0"]
+        out.append(f"/*! Input {i} '{x.name}': {x.dtype}{list(x.shape)} */")
+        out.append(f"static const {ctype} utvm_sample_input_{i}[{max(1, flat.size)}] __attribute__((aligned(16))) = {{")
+        out += [f"    {r}," for r in rows]
+        out += ["};", ""]
+    out += ["#endif /* UTVM_SAMPLES_H_ */", ""]
+    return "\n".join(out)
+
+
+_PRINT_HELPERS = r"""
+/* Not every model needs every printer. */
+#define UTVM_MAYBE_UNUSED __attribute__((unused))
+
+static UTVM_MAYBE_UNUSED void put_uint(uint32_t value) {
+  char text[11];
+  int i = 10;
+  text[i] = '\0';
+  do {
+    text[--i] = (char)('0' + (value % 10u));
+    value /= 10u;
+  } while (value != 0u);
+  utvm_uart_puts(&text[i]);
+}
+
+static UTVM_MAYBE_UNUSED void put_int(int32_t value) {
+  if (value < 0) {
+    utvm_uart_puts("-");
+    put_uint((uint32_t)(-(value + 1)) + 1u);
+  } else {
+    put_uint((uint32_t)value);
+  }
+}
+
+static UTVM_MAYBE_UNUSED void put_hex32(uint32_t value) {
+  static const char kHex[] = "0123456789abcdef";
+  char text[11];
+  int i;
+  text[0] = '0';
+  text[1] = 'x';
+  for (i = 0; i < 8; ++i) {
+    text[2 + i] = kHex[(value >> (28 - 4 * i)) & 0xFu];
+  }
+  text[10] = '\0';
+  utvm_uart_puts(text);
+}
+
+static void put_sep(size_t i, size_t count) {
+  utvm_uart_puts(((i + 1u) % 16u == 0u || i + 1u == count) ? "\n" : " ");
+}
+"""
+
+
+def deploy_main(compiled: Any, board: Board, with_rpc: bool = False) -> str:
+    """src/main.c of the deploy firmware (see the module docstring)."""
+    iface = compiled.interface
+    m = compiled.model_name
+    prefix = compiled.prefix
+    conv = compiled.options.convention
+    user_ws = compiled.options.workspace == "user"
+    lines = [
+        "/*",
+        f" * main.c -- standalone firmware of model '{m}' on {board.name} (written by utvm deploy).",
+        " * Fills the inputs from utvm_samples.h, runs the model once, prints the outputs on UART0 and ends",
+        " * the emulation with the status (0 = the model returned 0). See utvm.platform.qemu.deploy.",
+        " */",
+        "#include <stddef.h>",
+        "#include <stdint.h>",
+        "#include <string.h>",
+        "",
+    ]
+    if conv == "c":
+        lines += ["#include <tvm/runtime/crt/tvm_micro_runtime.h>"]
+    else:
+        lines += ["#include <tvm/runtime/c_runtime_api.h>", "#include <tvm/runtime/crt/error_codes.h>"]
+    if with_rpc:
+        lines += ["#include <tvm/runtime/crt/microtvm_rpc_server.h>", "#include <tvm/runtime/crt/platform.h>"]
+    lines += ["", f'#include "{compiled.header_name}"', '#include "utvm_board.h"', '#include "utvm_samples.h"']
+    if conv != "c" or with_rpc:
+        lines += ['#include "utvm_platform.h"']
+    lines.append("")
+    for i, x in enumerate(iface.outputs):
+        ctype = _ctype(x.dtype, f"output {x.name!r}")[0]
+        count = max(1, int(np.prod(x.shape)))
+        lines.append(f"static {ctype} utvm_output_{i}[{count}] __attribute__((aligned(16)));")
+    if conv == "c" and user_ws:
+        lines.append(
+            f"static uint8_t utvm_workspace[TVMGEN_{m.upper()}_WORKSPACE_SIZE] __attribute__((aligned(16)));"
+        )
+    lines.append(_PRINT_HELPERS)
+    if conv != "c" or with_rpc:
+        lines += [
+            "void utvm_app_report_abort(tvm_crt_error_t code) {",
+            '  utvm_uart_puts("abort ");',
+            "  put_hex32((uint32_t)code);",
+            '  utvm_uart_puts("\\n");',
+            "}",
+            "",
+        ]
+    if with_rpc:
+        lines += [
+            "static tvm_crt_ssize_t uart_write(void* context, const uint8_t* data, size_t num_bytes) {",
+            "  (void)context;",
+            "  utvm_uart_write(data, num_bytes);",
+            "  return (tvm_crt_ssize_t)num_bytes;",
+            "}",
+            "",
+            "static int serve_rpc(void) {",
+            "  microtvm_rpc_server_t server;",
+            "  if (TVMPlatformInitialize() != kTvmErrorNoError) {",
+            "    return 2;",
+            "  }",
+            "  server = MicroTVMRpcServerInit(uart_write, NULL);",
+            "  for (;;) {",
+            "    uint8_t buf[256];",
+            "    uint8_t* data = buf;",
+            "    size_t size = utvm_uart_read_available(buf, sizeof(buf));",
+            "    while (size > 0u) {",
+            "      tvm_crt_error_t err = MicroTVMRpcServerLoop(server, &data, &size);",
+            "      if (err == kTvmErrorPlatformShutdown) {",
+            "        return 0;",
+            "      }",
+            "      if (err != kTvmErrorNoError) {",
+            "        TVMPlatformAbort(err);",
+            "      }",
+            "    }",
+            "  }",
+            "}",
+            "",
+        ]
+    lines += ["int main(void) {", "  int32_t rc;", "  size_t i;"]
+    if conv == "c":
+        lines += [f"  struct {prefix}_inputs inputs;", f"  struct {prefix}_outputs outputs;"]
+        if user_ws:
+            lines += ["  void* workspaces[1] = {utvm_workspace};", "  TVMContext context;"]
+    else:
+        n = len(iface.inputs) + len(iface.outputs)
+        lines += [f"  DLTensor tensors[{n}];", f"  TVMValue args[{n}];", f"  int type_codes[{n}];",
+                  "  TVMValue ret_value;", "  int ret_code = 0;"]
+        for k, x in enumerate([*iface.inputs, *iface.outputs]):
+            dims = ", ".join(str(int(d)) for d in x.shape) or "1"
+            lines.append(f"  static int64_t shape_{k}[{max(1, len(x.shape))}] = {{{dims}}};")
+    lines += ["  utvm_uart_init();", f'  utvm_uart_puts("utvm-deploy {m} {board.name}\\n");']
+    if conv == "c":
+        for i, x in enumerate(iface.inputs):
+            ctype = _ctype(x.dtype, x.name)[0]
+            lines.append(f"  inputs.{x.field} = ({ctype}*)(uintptr_t)utvm_sample_input_{i};")
+        for i, x in enumerate(iface.outputs):
+            lines.append(f"  outputs.{x.field} = utvm_output_{i};")
+        if user_ws:
+            lines += ["  TVMSetWorkspaces(&context, workspaces);",
+                      f"  rc = TVMExecute(&{prefix}_model, &inputs, &outputs, &context);"]
+        else:
+            lines.append(f"  rc = TVMExecute(&{prefix}_model, &inputs, &outputs, NULL);")
+    else:
+        tensors = [*(f"(void*)(uintptr_t)utvm_sample_input_{i}" for i in range(len(iface.inputs))),
+                   *(f"(void*)utvm_output_{i}" for i in range(len(iface.outputs)))]
+        for k, (x, data) in enumerate(zip([*iface.inputs, *iface.outputs], tensors, strict=True)):
+            _, code, bits = _ctype(x.dtype, x.name)
+            lines += [
+                f"  tensors[{k}].data = {data};",
+                f"  tensors[{k}].device.device_type = kDLCPU;",
+                f"  tensors[{k}].device.device_id = 0;",
+                f"  tensors[{k}].ndim = {len(x.shape)};",
+                f"  tensors[{k}].dtype.code = {code}u;",
+                f"  tensors[{k}].dtype.bits = {bits}u;",
+                f"  tensors[{k}].dtype.lanes = 1u;",
+                f"  tensors[{k}].shape = shape_{k};",
+                f"  tensors[{k}].strides = NULL;",
+                f"  tensors[{k}].byte_offset = 0u;",
+                f"  args[{k}].v_handle = &tensors[{k}];",
+                f"  type_codes[{k}] = (int)kTVMDLTensorHandle;",
+            ]
+        n = len(iface.inputs) + len(iface.outputs)
+        lines.append(f"  rc = {prefix}_run(args, type_codes, {n}, &ret_value, &ret_code, NULL);")
+    for i, x in enumerate(iface.outputs):
+        count = max(1, int(np.prod(x.shape)))
+        shape = "x".join(str(int(d)) for d in x.shape) or "1"
+        lines.append(f'  utvm_uart_puts("output {i} {x.name} {x.dtype} {shape} {count}\\n");')
+        lines.append(f"  for (i = 0; i < {count}u; ++i) {{")
+        if x.dtype == "float32":
+            lines += ["    uint32_t bits;", f"    memcpy(&bits, &utvm_output_{i}[i], sizeof(bits));",
+                      "    put_hex32(bits);"]
+        elif x.dtype in ("uint32",):
+            lines.append(f"    put_uint(utvm_output_{i}[i]);")
+        else:
+            lines.append(f"    put_int((int32_t)utvm_output_{i}[i]);")
+        lines += [f"    put_sep(i, {count}u);", "  }"]
+    lines += [
+        '  utvm_uart_puts("status ");',
+        "  put_int(rc);",
+        '  utvm_uart_puts("\\nstack ");',
+        "  put_uint((uint32_t)utvm_stack_high_water());",
+        '  utvm_uart_puts("\\nend\\n");',
+    ]
+    if with_rpc:
+        lines += ['  utvm_uart_puts("rpc\\n");', "  (void)serve_rpc();"]
+    lines += [f"  return rc == 0 ? 0 : {EXIT_MODEL_ERROR};", "}", ""]
+    return "\n".join(lines)
+
+
+def deploy_spec(
+    compiled: Any,
+    board_name: str,
+    inputs: Sequence[np.ndarray],
+    with_rpc: bool = False,
+    stack_size: int = DEFAULT_STACK_SIZE,
+    note: str = "",
+    opt: str = "-O2",
+) -> FirmwareSpec:
+    """The FirmwareSpec of the deploy firmware of `compiled` on `board_name`."""
+    board = get_board(board_name)
+    sources = {"main.c": deploy_main(compiled, board, with_rpc)}
+    for name, text in compiled.sources.items():
+        if name.endswith("_system_lib.c") and not with_rpc:
+            continue  # the function registry only serves RPC
+        sources[name] = text
+    includes = dict(compiled.includes)
+    includes["utvm_samples.h"] = samples_header(compiled, inputs, note)
+    conv = compiled.options.convention
+    crt_libs: tuple[str, ...] = ()
+    if with_rpc:
+        crt_libs = RPC_CRT_LIBS
+    elif conv != "c":
+        crt_libs = DEPLOY_CRT_LIBS
+    config: dict[str, int | str] = {}
+    if with_rpc:
+        config = {"TVM_CRT_MAX_PACKET_SIZE_BYTES": 2048, "TVM_CRT_MAX_ARGS": 16}
+    return FirmwareSpec(
+        board=board,
+        app_sources=sources,
+        crt_libs=crt_libs,
+        crt_config=config,
+        include_files=includes,
+        defines=["UTVM_ABORT_RESETS=0", "UTVM_PLATFORM_MEMORY_BYTES=4096u"] if crt_libs else [],
+        stack_size=stack_size,
+        opt=opt,
+    )
+
+
+def generate_deploy_project(
+    compiled: Any, board_name: str, out_dir: Path, inputs: Sequence[np.ndarray], with_rpc: bool = False,
+    note: str = "",
+) -> Path:
+    """Write the self-contained deploy project to out_dir (see the module docstring)."""
+    spec = deploy_spec(compiled, board_name, inputs, with_rpc=with_rpc, note=note)
+    project = generate_project(spec, Path(out_dir))
+    (project / "README.md").write_text(_readme(compiled, spec.board, with_rpc))
+    return project
+
+
+def _readme(compiled: Any, board: Board, with_rpc: bool) -> str:
+    return f"""# {compiled.model_name} on {board.name}
+
+Standalone firmware written by `utvm deploy` ({compiled.options.convention} convention, QEMU machine
+`{board.machine}`). Needs `arm-none-eabi-gcc` with newlib and `qemu-system-arm`; nothing else.
+
+    make            # build build/firmware.elf
+    make run        # run it in QEMU: prints the outputs over the UART, exits with the model's status
+    make size       # flash/RAM of the firmware
+
+- `src/main.c` fills the model's inputs from `include/utvm_samples.h`, runs the model and prints every
+  output (integers in decimal, float32 as IEEE-754 bits in hex), the status and the stack high-water mark.
+- `codegen/host/` (in `src/` and `include/` here) is the generated model; `board/` the startup code,
+  UART, SysTick and semihosting; `crt/` the utvm C runtime, when this convention needs it.
+{"- Built with the RPC server: after printing, the firmware serves RPC on the UART." if with_rpc else ""}
+"""
+
+
+# --- running and reading the output ----------------------------------------------------------------------
+@dataclass
+class DeployOutput:
+    model: str
+    board: str
+    outputs: dict[str, np.ndarray]
+    status: int
+    stack_high_water: int
+    exit_status: int | None = None
+
+
+_OUTPUT_HEADER = re.compile(r"^output (\d+) (.+) (\S+) (\S+) (\d+)$")
+
+
+def parse_deploy_output(text: str) -> DeployOutput:
+    """Read what the deploy firmware printed (see the module docstring)."""
+    lines = text.replace("\r", "").split("\n")
+    try:
+        start = next(i for i, line in enumerate(lines) if line.startswith("utvm-deploy "))
+    except StopIteration:
+        raise PlatformError(f"no 'utvm-deploy' banner in the firmware's output: {text[:200]!r}") from None
+    _, model, board = lines[start].split(" ", 2)
+    outputs: dict[str, np.ndarray] = {}
+    status = stack = None
+    i = start + 1
+    while i < len(lines):
+        line = lines[i]
+        m = _OUTPUT_HEADER.match(line)
+        if m:
+            name, dtype, shape_s, count = m[2], m[3], m[4], int(m[5])
+            values: list[str] = []
+            i += 1
+            while len(values) < count and i < len(lines):
+                values += lines[i].split()
+                i += 1
+            if len(values) != count:
+                raise PlatformError(f"output {name!r}: expected {count} values, the firmware printed {len(values)}")
+            shape = tuple(int(d) for d in shape_s.split("x")) if shape_s else ()
+            if dtype == "float32":
+                arr = np.array([int(v, 16) for v in values], dtype=np.uint32).view(np.float32)
+            else:
+                arr = np.array([int(v) for v in values], dtype=np.int64).astype(dtype)
+            outputs[name] = arr.reshape(shape)
+            continue
+        if line.startswith("status "):
+            status = int(line.split()[1])
+        elif line.startswith("stack "):
+            stack = int(line.split()[1])
+        elif line == "end":
+            break
+        elif line.startswith("abort "):
+            raise PlatformError(f"the firmware aborted (TVMPlatformAbort, error {line.split()[1]})")
+        i += 1
+    if status is None or stack is None:
+        raise PlatformError(f"the firmware's output ends early (no status/stack line): {text[-200:]!r}")
+    return DeployOutput(model, board, outputs, status, stack)
+
+
+def run_deploy_firmware(board_name: str, elf: Path, timeout: float = 120.0) -> DeployOutput:
+    """Run a (non-RPC) deploy firmware in QEMU and parse what it printed."""
+    board = get_board(board_name)
+    cmd = qemu_command(board, elf)
+    try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise PlatformError(f"deploy firmware {elf} did not finish within {timeout:g} s") from None
+    text = proc.stdout.decode("utf-8", errors="replace")
+    out = parse_deploy_output(text)
+    out.exit_status = proc.returncode
+    return out

@@ -1,0 +1,198 @@
+"""The QEMU platforms (`qemu-cortex-m3`, `qemu-cortex-m4`, `qemu-cortex-m7`): evaluation firmware with the
+RPC server on UART0, run on qemu-system-arm.
+
+Same interface as the host platform (`utvm.platform.Platform`):
+
+    plat = get_platform("qemu-cortex-m4")
+    elf = plat.build(with_test_functions=True, system_lib_sources=[...], include_dirs=[...])
+    with plat.start(elf) as sess:            # a connected utvm.rpc.Session over the emulated UART
+        ...
+
+The firmware is the CRT (common, memory, rpc_common, rpc_server) + the board support and TVMPlatform hooks of
+template/ + template/apps/main_rpc.c, optionally the platform-neutral test library of the host platform
+(testing.add_one/fail/log/sleep_ms, plus testing.abort here) and generated model code.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from utvm.errors import LinkClosedError, PlatformError
+from utvm.platform.qemu.boards import INSTRUCTIONS_PER_SECOND, Board, get_board
+from utvm.platform.qemu.project import APPS_DIR, FirmwareSpec, build_firmware
+from utvm.platform.qemu.runner import qemu_command
+from utvm.rpc.transport import SubprocessTransport
+
+#: The host platform's test library is platform neutral (C99 + CRT); the QEMU firmware links the same file.
+TEST_FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "host"
+CRT_LIBS = ("common", "memory", "rpc_common", "rpc_server")
+
+#: crt_config.h of the RPC firmware unless the caller overrides it: 2 KiB packets (DESIGN.md §5.3), room for
+#: runtime.RPCTimeEvaluator's full argument list, and a 256 KiB workspace stack for generated code.
+DEFAULT_CRT_CONFIG: dict[str, int] = {
+    "TVM_CRT_MAX_PACKET_SIZE_BYTES": 2048,
+    "TVM_CRT_MAX_ARGS": 16,
+    "TVM_CRT_WORKSPACE_SIZE_BYTES": 256 * 1024,
+}
+#: Static pool behind TVMPlatformMemoryAllocate (RPC arrays): 1 MiB of the board's 4 MiB of RAM.
+PLATFORM_MEMORY_BYTES = 1024 * 1024
+FIRST_BYTES_TIMEOUT_S = 20.0
+
+
+class QemuTransport(SubprocessTransport):
+    """The link over QEMU's UART0 (stdio chardev, binary clean). Waits for the firmware's first bytes (its
+    boot-time session terminate) before anyone may send; close() kills this QEMU (by PID) if the firmware
+    has not ended the emulation itself within `grace` seconds."""
+
+    def __init__(self, board: Board, elf: Path, first_bytes_timeout: float = FIRST_BYTES_TIMEOUT_S) -> None:
+        self.board = board
+        self.elf = Path(elf)
+        super().__init__(qemu_command(board, self.elf, seed=os.urandom(16).hex()))
+        try:
+            self._ahead += self.read(4096, first_bytes_timeout)
+        except BaseException:
+            self.close(grace=0.0)
+            raise
+
+    def describe(self) -> str:
+        return f"QEMU {self.board.machine} running {self.elf.name} (pid {self.proc.pid})"
+
+    def _closed_error(self, doing: str) -> LinkClosedError:
+        err = super()._closed_error(doing)
+        code = self.proc.poll()
+        if code is not None and code >= 128:
+            return LinkClosedError(f"{err} (firmware fault: exception {code - 128}; see board/startup.c)")
+        return err
+
+    def close(self, grace: float = 1.0) -> None:  # type: ignore[override]
+        if self._closed:
+            return
+        self._closed = True
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._stderr.close()
+
+
+class QemuPlatform:
+    """A QEMU MPS2 board as a utvm platform (subclasses fix the board)."""
+
+    name: ClassVar[str] = ""
+    #: Under -icount shift=0 the device's clock counts instructions: seconds * this = instructions.
+    instructions_per_second: ClassVar[int] = INSTRUCTIONS_PER_SECOND
+
+    def __init__(self) -> None:
+        if not self.name:
+            raise PlatformError("QemuPlatform is abstract: use qemu-cortex-m3, qemu-cortex-m4 or qemu-cortex-m7")
+        self.board = get_board(self.name)
+
+    def firmware_spec(
+        self,
+        *,
+        with_test_functions: bool = True,
+        crt_config: Mapping[str, int | str] | None = None,
+        extra_sources: Sequence[Path | str] = (),
+        system_lib_sources: Sequence[Path | str] = (),
+        include_dirs: Sequence[Path | str] = (),
+    ) -> FirmwareSpec:
+        sources: dict[str, str] = {"main.c": (APPS_DIR / "main_rpc.c").read_text()}
+        headers: dict[str, str] = {}
+        defines = ["UTVM_ABORT_RESETS=1", f"UTVM_PLATFORM_MEMORY_BYTES={PLATFORM_MEMORY_BYTES}u"]
+        if with_test_functions:
+            sources["utvm_test_functions.c"] = (TEST_FUNCTIONS_DIR / "src" / "utvm_test_functions.c").read_text()
+            headers["utvm_test_functions.h"] = (TEST_FUNCTIONS_DIR / "include" / "utvm_test_functions.h").read_text()
+            defines.append("UTVM_WITH_TEST_FUNCTIONS=1")
+        extra_cflags: list[str] = []
+        for src in [*extra_sources, *system_lib_sources]:
+            path = Path(src)
+            if not path.is_file():
+                raise PlatformError(f"{self.name}: source {str(src)!r} does not exist")
+            if path.name in sources:
+                raise PlatformError(f"{self.name}: two sources are named {path.name!r}")
+            sources[path.name] = path.read_text()
+            for h in path.parent.glob("*.h"):  # like the host build: a source's own directory is searched
+                headers.setdefault(h.name, h.read_text())
+        for d in include_dirs:
+            dpath = Path(d)
+            if not dpath.is_dir():
+                raise PlatformError(f"{self.name}: include directory {str(d)!r} does not exist")
+            for h in sorted(dpath.rglob("*.h")):
+                headers.setdefault(str(h.relative_to(dpath)), h.read_text())
+        return FirmwareSpec(
+            board=self.board,
+            app_sources=sources,
+            crt_libs=CRT_LIBS,
+            crt_config={**DEFAULT_CRT_CONFIG, **(crt_config or {})},
+            include_files=headers,
+            defines=defines,
+            extra_cflags=extra_cflags,
+        )
+
+    def build(
+        self,
+        *,
+        with_test_functions: bool = True,
+        crt_config: Mapping[str, int | str] | None = None,
+        extra_sources: Sequence[Path | str] = (),
+        system_lib_sources: Sequence[Path | str] = (),
+        output: Path | str | None = None,
+        include_dirs: Sequence[Path | str] = (),
+        **kwargs: Any,
+    ) -> Path:
+        """Build the RPC firmware; returns its ELF (a copy at `output` when given). Cached by content."""
+        if kwargs:
+            raise PlatformError(f"{self.name}: build() got unsupported options {sorted(kwargs)}")
+        spec = self.firmware_spec(
+            with_test_functions=with_test_functions,
+            crt_config=crt_config,
+            extra_sources=extra_sources,
+            system_lib_sources=system_lib_sources,
+            include_dirs=include_dirs,
+        )
+        elf = build_firmware(spec, "rpc") / "build" / "firmware.elf"
+        if output is None:
+            return elf
+        out = Path(output)
+        if out.is_dir():
+            out = out / "firmware.elf"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(elf, out)
+        return out
+
+    def start(self, firmware: Path | str, **session_kwargs: Any) -> Any:
+        """Run `firmware` in QEMU and return a connected utvm.rpc.Session over UART0."""
+        from utvm.rpc import Session
+
+        path = Path(firmware)
+        if not path.is_file():
+            raise PlatformError(f"{self.name}: firmware {str(path)!r} does not exist (build it first)")
+        transport = QemuTransport(self.board, path)
+        try:
+            return Session(transport, **session_kwargs)
+        except BaseException:
+            transport.close(grace=0.0)
+            raise
+
+
+class QemuCortexM3Platform(QemuPlatform):
+    name = "qemu-cortex-m3"
+
+
+class QemuCortexM4Platform(QemuPlatform):
+    name = "qemu-cortex-m4"
+
+
+class QemuCortexM7Platform(QemuPlatform):
+    name = "qemu-cortex-m7"

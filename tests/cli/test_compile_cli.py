@@ -1,0 +1,80 @@
+"""`utvm compile MODEL -o OUT.tar [...]`: progress on stderr, the summary on stdout, an MLF tar out."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from utvm import mlf
+from utvm.cli import main
+
+MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+HELLO = MODELS / "tflm" / "hello_world_int8.tflite"
+AD01 = MODELS / "mlperf_tiny" / "ad01_int8.tflite"
+
+
+def test_compile_writes_an_mlf_and_prints_the_summary(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "ad01.tar"
+    assert main(["compile", str(AD01), "-o", str(out)]) == 0
+    cap = capsys.readouterr()
+    assert "importing" in cap.err and "memory plan (branch_and_bound): 256 bytes, lower bound 256" in cap.err
+    assert "model default: 10 ops imported -> 10 operator functions" in cap.out
+    assert "workspace: 256 bytes, lower bound 256 bytes" in cap.out
+    assert "constants: 270880 bytes" in cap.out
+    assert f"wrote {out}" in cap.out
+    c = mlf.load(out)
+    assert c.options.convention == "packed" and c.model_name == "default"
+
+
+def test_compile_options_reach_the_archive(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "hw.tar"
+    argv = ["compile", str(HELLO), "-o", str(out), "--model-name", "hw", "--unpacked-api", "--interface-api", "c",
+            "--workspace", "user", "--memory-planner", "greedy_by_size", "--rounding", "double", "-q"]
+    assert main(argv) == 0
+    cap = capsys.readouterr()
+    assert cap.err == ""  # -q: no progress
+    assert "convention: c (executor aot, unpacked API, interface c, workspace user, rounding double)" in cap.out
+    with tarfile.open(out) as tar:
+        meta = json.load(tar.extractfile("metadata.json"))
+        names = tar.getnames()
+    opts = meta["modules"]["hw"]["utvm"]["options"]
+    assert opts == {"executor": "aot", "unpacked_api": True, "interface_api": "c", "workspace": "user",
+                    "memory_planner": "greedy_by_size", "rounding": "double"}
+    assert "codegen/host/include/tvmgen_hw.h" in names
+
+
+def test_default_output_name_is_the_model_stem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["compile", str(HELLO), "-q"]) == 0
+    assert (tmp_path / "hello_world_int8.tar").exists()
+
+
+def test_dump_ir_prints_the_graph_after_every_pass(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["compile", str(HELLO), "-o", str(tmp_path / "x.tar"), "--dump-ir", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "--- IR after import (3 ops) ---" in out
+    assert out.count("--- IR after ") >= 2 and "graph " in out and "dense(" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--interface-api", "c"], "--interface-api c requires --unpacked-api"),
+    (["--model-name", "9lives"], "model name '9lives' must be a C identifier"),
+])
+def test_bad_flags_fail_with_the_reason(argv: list[str], message: str, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture) -> None:
+    assert main(["compile", str(HELLO), "-o", str(tmp_path / "x.tar"), "-q", *argv]) == 1
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "x.tar").exists()
+
+
+def test_bad_models_fail_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["compile", str(tmp_path / "nope.tflite"), "-q"]) == 1
+    assert "nope.tflite" in capsys.readouterr().err
+    bad = tmp_path / "truncated.tflite"
+    bad.write_bytes(HELLO.read_bytes()[:300])
+    assert main(["compile", str(bad), "-q"]) == 1
+    assert "utvm compile: error:" in capsys.readouterr().err
