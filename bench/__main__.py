@@ -42,8 +42,9 @@ def main(argv: list[str]) -> int:
         except Exception:  # report and go on with the next benchmark
             traceback.print_exc()
             rc = 1
-        print(f"=== bench_{name}: {'ok' if rc == 0 else 'FAILED'} in {time.perf_counter() - t0:.1f} s ===\n",
-              flush=True)
+        print(
+            f"=== bench_{name}: {'ok' if rc == 0 else 'FAILED'} in {time.perf_counter() - t0:.1f} s ===\n", flush=True
+        )
         if rc:
             failed.append(name)
     if failed:

@@ -58,9 +58,9 @@ def tflite_reference_many(jobs: Sequence[tuple[Model, Sequence[Inputs]]], *, tim
     payload = [_encode_job(m, s) for m, s in jobs]
     try:
         return _run_worker(payload, timeout)
-    except _WorkerCrash:
+    except _WorkerCrash as exc:
         if len(payload) == 1:
-            return [_crash_error(payload[0], timeout)]
+            return [OracleError(str(exc))]
     out: list[list[list[np.ndarray]] | OracleError] = []
     for job in payload:
         try:
@@ -87,14 +87,6 @@ def _encode_job(model: Model, input_sets: Sequence[Inputs]) -> dict[str, Any]:
         else:
             sets.append({"by": "position", "arrays": [np.asarray(v) for v in s]})
     return {"model": src, "sets": sets}
-
-
-def _crash_error(job: dict[str, Any], timeout: float) -> OracleError:
-    try:
-        _run_worker([job], timeout)
-    except _WorkerCrash as exc:
-        return OracleError(str(exc))
-    return OracleError("the reference interpreter crashed in a batch but not alone")  # pragma: no cover
 
 
 def _run_worker(payload: list[dict[str, Any]], timeout: float) -> list[list[list[np.ndarray]] | OracleError]:

@@ -718,6 +718,37 @@ static void test_call_rejects_bad_arguments(void** state) {
     expect_exception("TVM_CRT_MAX_NDIM");
   }
   {
+    /* regressions found by fuzz_minrpc: an empty tensor must still point into an allocation, and a dtype
+     * of 0 bits is refused (random_fill once did pointer arithmetic on such a tensor's byte_offset) */
+    int64_t empty[1] = {0};
+    size_t at;
+    uint64_t data = alloc_data(16, 16);
+    begin(&r, 3); put_u64(&r, echo); put_i32(&r, 1); put_i32(&r, kTVMDLTensorHandle);
+    put_tensor(&r, (uint64_t)(uintptr_t)&r, 1, empty, 0); end(&r);
+    send_request(&r);
+    expect_exception("not inside memory allocated over RPC");
+    begin(&r, 3); put_u64(&r, echo); put_i32(&r, 1); put_i32(&r, kTVMDLTensorHandle);
+    put_tensor(&r, data, 1, empty, (uint64_t)-10); end(&r);
+    send_request(&r);
+    expect_exception("not a device address");
+    begin(&r, 3); put_u64(&r, echo); put_i32(&r, 1); put_i32(&r, kTVMDLTensorHandle);
+    at = r.n;
+    put_tensor(&r, data, 1, shape, 0); end(&r);
+    r.b[at + 21] = 0; /* dtype bits */
+    send_request(&r);
+    expect_exception("0 bits");
+    /* an empty tensor at the very end of an allocation is fine */
+    begin(&r, 3); put_u64(&r, echo); put_i32(&r, 2); put_i32(&r, kTVMArgInt); put_i32(&r, kTVMDLTensorHandle);
+    put_u64(&r, 0); put_tensor(&r, data, 1, empty, 16); end(&r);
+    send_request(&r);
+    {
+      size_t vlen;
+      (void)expect_call_return(kTVMArgInt, kTVMArgInt, &vlen);
+    }
+    free_data(data);
+    expect_return_void();
+  }
+  {
     int64_t neg[1] = {-4};
     begin(&r, 3); put_u64(&r, echo); put_i32(&r, 1); put_i32(&r, kTVMDLTensorHandle);
     put_tensor(&r, 0, 1, neg, 0); end(&r);

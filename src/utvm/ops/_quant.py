@@ -1,7 +1,7 @@
 """Fixed-point arithmetic of TFLite's integer kernels: the one place where rounding lives.
 
 Everything here is vectorised numpy on int64 arrays holding int32 values (C's int32 wrap-around is
-reproduced where C would wrap). Kernels call these helpers and never branch on the rounding mode:
+reproduced where C would wrap). Kernels call these helpers and never branch on the rounding mode.
 
 Rounding modes, chosen per compile (`ROUNDINGS`), and what each kernel family does in each
 (`kernel_rounding(mode, op)`, the one table of it):
@@ -10,7 +10,11 @@ Rounding modes, chosen per compile (`ROUNDINGS`), and what each kernel family do
   Measured against that interpreter (tests/ops/test_rounding_policy.py): only FULLY_CONNECTED (`dense`)
   requantizes with single rounding there; conv2d, depthwise_conv2d, add, sub, mul, relu/relu6/clip,
   quantize (int8 -> int8), mean and batch matmul all requantize with gemmlowp double rounding.
-* "double" reproduces TensorFlow Lite Micro: double rounding in every kernel.
+* "double" reproduces TensorFlow Lite Micro's requantization: double rounding in every kernel.
+  (int8 logistic/tanh are lookup tables computed the LiteRT way in both modes; TFLM's fixed-point
+  tanh differs from them in rare entries, e.g. 2 of 256 at input scale 0.0152, zero point 12.)
+
+Contents:
 
 * `quantize_multiplier(real, rounding)`: TFLite's QuantizeMultiplier — a positive double scale becomes an
   int32 Q31 multiplier and a power-of-two exponent (`real ~= multiplier * 2**(shift - 31)`).

@@ -312,12 +312,14 @@ def deploy_spec(
     """The FirmwareSpec of the deploy firmware of `compiled` on `board_name`."""
     board = get_board(board_name)
     sources = {"main.c": deploy_main(compiled, board, with_rpc)}
+    codegen = {}
     for name, text in compiled.sources.items():
         if name.endswith("_system_lib.c") and not with_rpc:
             continue  # the function registry only serves RPC
-        sources[name] = text
-    includes = dict(compiled.includes)
-    includes["utvm_samples.h"] = samples_header(compiled, inputs, note)
+        codegen[f"src/{name}"] = text
+    for name, text in compiled.includes.items():
+        codegen[f"include/{name}"] = text
+    includes = {"utvm_samples.h": samples_header(compiled, inputs, note)}
     conv = compiled.options.convention
     crt_libs: tuple[str, ...] = ()
     if with_rpc:
@@ -333,6 +335,7 @@ def deploy_spec(
         crt_libs=crt_libs,
         crt_config=config,
         include_files=includes,
+        codegen_files=codegen,
         defines=["UTVM_ABORT_RESETS=0", "UTVM_PLATFORM_MEMORY_BYTES=4096u"] if crt_libs else [],
         stack_size=stack_size,
         opt=opt,
@@ -362,7 +365,7 @@ Standalone firmware written by `utvm deploy` ({compiled.options.convention} conv
 
 - `src/main.c` fills the model's inputs from `include/utvm_samples.h`, runs the model and prints every
   output (integers in decimal, float32 as IEEE-754 bits in hex), the status and the stack high-water mark.
-- `codegen/host/` (in `src/` and `include/` here) is the generated model; `board/` the startup code,
+- `codegen/host/` is the generated model (as in the Model Library Format); `board/` the startup code,
   UART, SysTick and semihosting; `crt/` the utvm C runtime, when this convention needs it.
 {"- Built with the RPC server: after printing, the firmware serves RPC on the UART." if with_rpc else ""}
 """

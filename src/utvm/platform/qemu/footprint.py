@@ -4,11 +4,12 @@ Sizes. The ELF's allocated sections give the Berkeley text/data/bss totals (what
 prints); the linker map attributes every byte of them to the input section and object file it came from,
 and each object file falls in one category:
 
-- `runtime`: the utvm C runtime (the CRT static libraries) and the TVMPlatform hooks (board/platform.c);
-- `operators`: the model's generated code (codegen/host/src), its code, data and the workspace pool;
+- `runtime`: everything linked from libraries: the utvm C runtime (the CRT static libraries), the
+  TVMPlatform hooks (board/platform.c), the C library and libgcc;
+- `operators`: the model's generated code (codegen/host/src): its code, data and the workspace pool;
 - `constants`: read-only data of the generated code, i.e. the weights and quantisation tables;
-- `application`: the application (src/), the board support (startup, UART, timer, semihosting), the C
-  library and libgcc, and the linker's alignment padding.
+- `application`: the application (src/), the board support (startup + vector table, UART, timer,
+  semihosting) and the linker's alignment padding.
 
 The categories add up exactly to the ELF's totals (`Footprint.check_against_elf` proves it).
 
@@ -74,6 +75,60 @@ def read_elf_sections(elf: Path) -> list[ElfSection]:
         return blob[strtab_off + off : end].decode()
 
     return [ElfSection(name_at(h[0]), h[1], h[2], h[3], h[5]) for h in headers[1:]]
+
+
+def _elf_headers(blob: bytes) -> list[tuple[int, ...]]:
+    shoff = struct.unpack_from("<I", blob, 0x20)[0]
+    shentsize, shnum = struct.unpack_from("<HH", blob, 0x2E)
+    return [struct.unpack_from("<IIIIIIIIII", blob, shoff + i * shentsize) for i in range(shnum)]
+
+
+def elf_symbols(elf: Path) -> dict[str, tuple[int, int, int]]:
+    """Symbols of the ELF (.symtab): name -> (value, size, type: 1 object, 2 function)."""
+    blob = Path(elf).read_bytes()
+    headers = _elf_headers(blob)
+    out: dict[str, tuple[int, int, int]] = {}
+    for h in headers:
+        if h[1] != 2:  # SHT_SYMTAB
+            continue
+        strtab = headers[h[6]]  # sh_link
+        for off in range(h[4], h[4] + h[5], 16):
+            st_name, st_value, st_size, st_info = struct.unpack_from("<IIIB", blob, off)
+            if st_info & 0xF not in (1, 2):
+                continue
+            end = blob.index(b"\0", strtab[4] + st_name)
+            out[blob[strtab[4] + st_name : end].decode()] = (st_value, st_size, st_info & 0xF)
+    return out
+
+
+def function_symbols(elf: Path) -> dict[str, tuple[int, int]]:
+    """Function symbols: name -> (address without the Thumb bit, size)."""
+    return {name: (v & ~1, size) for name, (v, size, kind) in elf_symbols(elf).items() if kind == 2}
+
+
+def address_taken_functions(elf: Path, exclude_ranges: Iterable[tuple[int, int]] = ()) -> set[str]:
+    """Functions whose address is stored somewhere in the image (literal pools, tables, initialised data):
+    the possible targets of an indirect call. Words inside `exclude_ranges` (e.g. the vector table) are
+    not counted."""
+    blob = Path(elf).read_bytes()
+    funcs = function_symbols(elf)
+    by_thumb_addr = {addr | 1: name for name, (addr, _size) in funcs.items()}
+    excluded = list(exclude_ranges)
+    taken: set[str] = set()
+    for h in _elf_headers(blob)[1:]:
+        sh_type, flags, addr, offset, size = h[1], h[2], h[3], h[4], h[5]
+        if not flags & SHF_ALLOC or sh_type == SHT_NOBITS:
+            continue
+        start = (4 - addr % 4) % 4
+        for i in range(start, size - 3, 4):
+            word_addr = addr + i
+            if any(lo <= word_addr < hi for lo, hi in excluded):
+                continue
+            value = struct.unpack_from("<I", blob, offset + i)[0]
+            name = by_thumb_addr.get(value)
+            if name is not None:
+                taken.add(name)
+    return taken
 
 
 def berkeley_sizes(elf: Path) -> dict[str, int]:
@@ -143,7 +198,7 @@ def categorize(entry: MapEntry) -> str:
     origin = entry.origin.replace("\\", "/")
     if "/codegen/" in origin or origin.startswith("codegen/"):
         return "constants" if entry.input_section.startswith(".rodata") else "operators"
-    if "/crt/lib" in origin or origin.endswith("board/platform.o"):
+    if re.search(r"\.a\([^)]*\)$", origin) or origin.endswith("board/platform.o"):
         return "runtime"
     return "application"
 
@@ -246,14 +301,14 @@ def load_callgraph(build_dir: Path) -> dict[str, Function]:
                     frames[m[4]] = (int(m[5]), m[6])
         local: dict[str, Function] = {}
         for m in _CI_NODE.finditer(text):
-            title, label, external = m[1], m[2], m[3]
+            title, label, external = _bare(m[1]), m[2], m[3]
             if external:
                 continue
             frame_m = re.search(r"(\d+) bytes \(([^)]+)\)", label)
             frame, qual = (int(frame_m[1]), frame_m[2]) if frame_m else frames.get(title, (None, "unknown"))
             local[title] = Function(title, frame, qual, unit)
         for m in _CI_EDGE.finditer(text):
-            src, dst = m[1], m[2]
+            src, dst = _bare(m[1]), _bare(m[2])
             if src not in local:
                 continue
             if dst == "__indirect_call":
@@ -269,6 +324,11 @@ def load_callgraph(build_dir: Path) -> dict[str, Function]:
                     fn.indirect = fn.indirect or prev.indirect
                 funcs[name] = fn
     return funcs
+
+
+def _bare(title: str) -> str:
+    """GCC names a static function `path/to/file.c:name` in .ci files; the ELF calls it `name`."""
+    return title.rsplit(":", 1)[-1] if ".c:" in title else title
 
 
 _FUNC_HEADER = re.compile(r"^([0-9a-f]+) <([^>]+)>:$")
@@ -339,11 +399,13 @@ def _count_regs(reglist: str) -> int:
 
 @dataclass
 class StackReport:
-    worst_case: int  # bytes
+    worst_case: int  # bytes = thread_cost + exception_frame + handler_cost
+    thread_cost: int  # bytes of the heaviest path from the root
+    handler_cost: int  # bytes of the heaviest exception handler path
     path: list[str]  # the heaviest call path from the root
     handler_path: list[str]  # the heaviest exception handler path (added on top)
     exception_frame: int
-    indirect_calls: list[str]  # functions making calls through pointers (targets not followed)
+    indirect_calls: list[str]  # functions making calls through pointers (followed to every address-taken one)
     recursion: list[str]  # functions on a call cycle (counted once)
     dynamic: list[str]  # functions with a dynamic (alloca/VLA) frame
     from_disassembly: list[str]  # functions whose frame comes from the disassembly, not GCC
@@ -358,12 +420,29 @@ def stack_analysis(
 ) -> StackReport:
     """Worst-case stack of the firmware, summed along its call graph (see the module docstring)."""
     funcs = disassembly_functions(elf)
+    # Aliases (newlib's vsnprintf is vsniprintf): objdump labels an address with one of its names.
+    by_addr: dict[int, str] = {}
+    symbols = function_symbols(elf)
+    for name, (addr, _size) in symbols.items():
+        if name in funcs:
+            by_addr.setdefault(addr, name)
+    for name, (addr, _size) in symbols.items():
+        if name not in funcs and addr in by_addr:
+            funcs[name] = funcs[by_addr[addr]]
     linked = set(funcs)
     for name, fn in load_callgraph(build_dir).items():
         if name in linked:  # the linker may have dropped it (--gc-sections)
             funcs[name] = fn
     if root not in funcs:
         raise PlatformError(f"stack analysis: root function {root!r} is not in {elf}")
+    # An indirect call may reach any function whose address the image stores (not counting the vector
+    # table, whose entries are the roots): follow all of them, an upper bound.
+    table = elf_symbols(elf).get("utvm_vector_table")
+    vectors = [(table[0], table[0] + table[1])] if table else []
+    targets = sorted(address_taken_functions(elf, vectors) & set(funcs))
+    for fn in funcs.values():
+        if fn.indirect:
+            fn.callees = list(dict.fromkeys([*fn.callees, *(t for t in targets if t != fn.name)]))
     memo: dict[str, tuple[int, list[str]]] = {}
     on_stack: set[str] = set()
     recursion: set[str] = set()
@@ -404,6 +483,8 @@ def stack_analysis(
     reached = [funcs[n] for n in sorted(seen)]
     return StackReport(
         worst_case=total + handler_cost + exception,
+        thread_cost=total,
+        handler_cost=handler_cost,
         path=path,
         handler_path=handler_path,
         exception_frame=exception,
@@ -413,3 +494,73 @@ def stack_analysis(
         from_disassembly=[f.name for f in reached if f.qualifier == "disassembly"],
         unknown=sorted(unknown),
     )
+
+
+# --- the footprint of a model's deploy firmware -----------------------------------------------------------
+@dataclass
+class FirmwareReport:
+    board: str
+    convention: str
+    project: str
+    footprint: Footprint
+    stack: StackReport
+    measured_stack: int | None  # stack-painting high-water mark from a run in QEMU (None: not run)
+
+    @property
+    def stack_consistent(self) -> bool | None:
+        """The static worst case must bound what a run actually used."""
+        return None if self.measured_stack is None else self.stack.worst_case >= self.measured_stack
+
+    def to_json(self) -> dict:
+        return {
+            "board": self.board,
+            "convention": self.convention,
+            "project": self.project,
+            "sizes": {
+                cat: {**cols, "total": sum(cols.values())} for cat, cols in self.footprint.categories.items()
+            },
+            "totals": {**self.footprint.totals(), "total": sum(self.footprint.totals().values())},
+            "elf_totals": self.footprint.elf_totals,
+            "objects": self.footprint.objects,
+            "stack": {**self.stack.to_json(), "measured_high_water": self.measured_stack,
+                      "consistent": self.stack_consistent},
+        }
+
+
+#: Exception handlers whose stack use may land on top of the deepest thread-mode path.
+HANDLERS = ("SysTick_Handler", "Default_Handler")
+
+
+def firmware_report(compiled, board_name: str, inputs=None, measure: bool = True) -> FirmwareReport:  # noqa: ANN001
+    """Build the deploy firmware of `compiled` (cached) and measure it: sizes by category, static worst-case
+    stack, and (measure=True) the stack high-water mark of one run in QEMU."""
+    import numpy as np
+
+    from utvm.platform.qemu.boards import get_board
+    from utvm.platform.qemu.deploy import deploy_spec, run_deploy_firmware
+    from utvm.platform.qemu.project import build_firmware
+
+    board = get_board(board_name)
+    if inputs is None:
+        rng = np.random.default_rng(0)
+        inputs = []
+        for x in compiled.interface.inputs:
+            if x.dtype.startswith("float"):
+                inputs.append(rng.standard_normal(x.shape).astype(x.dtype))
+            else:
+                info = np.iinfo(x.dtype)
+                inputs.append(rng.integers(info.min, info.max, x.shape, endpoint=True).astype(x.dtype))
+    spec = deploy_spec(compiled, board_name, inputs, note="Random values (seed 0), for footprint measurement")
+    project = build_firmware(spec, "deploy")
+    build = project / "build"
+    elf = build / "firmware.elf"
+    fp = size_footprint(elf)
+    fpu = any(f.startswith("-mfloat-abi=hard") for f in board.cpu_flags)
+    stack = stack_analysis(elf, build, root="Reset_Handler", handlers=HANDLERS, fpu=fpu)
+    measured = None
+    if measure:
+        out = run_deploy_firmware(board_name, elf)
+        if out.status != 0:
+            raise PlatformError(f"the deploy firmware of {compiled.model_name!r} returned status {out.status}")
+        measured = out.stack_high_water
+    return FirmwareReport(board_name, compiled.options.convention, str(project), fp, stack, measured)

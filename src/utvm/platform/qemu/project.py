@@ -48,6 +48,8 @@ class FirmwareSpec:
     crt_config: Mapping[str, int | str] = field(default_factory=dict)
     #: Directory holding codegen/host/{src,include} (an extracted MLF); copied to codegen/.
     codegen_dir: Path | None = None
+    #: Generated model files by path under codegen/host/ ("src/x.c", "include/x.h"), like an MLF.
+    codegen_files: Mapping[str, str] = field(default_factory=dict)
     #: file name -> text, written to include/.
     include_files: Mapping[str, str] = field(default_factory=dict)
     #: preprocessor definitions for the application and board sources (NAME or NAME=VALUE).
@@ -136,6 +138,12 @@ def generate_project(spec: FirmwareSpec, out_dir: Path) -> Path:
         if not codegen.is_dir():
             raise PlatformError(f"{spec.codegen_dir} holds no codegen/host directory (not an extracted MLF?)")
         shutil.copytree(codegen, out_dir / "codegen" / "host", dirs_exist_ok=True)
+    for rel, text in spec.codegen_files.items():
+        path = out_dir / "codegen" / "host" / rel
+        if ".." in Path(rel).parts or Path(rel).parts[0] not in ("src", "include"):
+            raise PlatformError(f"generated file {rel!r} must be under src/ or include/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
     return out_dir
 
 

@@ -1,0 +1,158 @@
+"""`utvm size MODEL_OR_MLF --platform qemu-cortex-m4`: flash, RAM and stack of the model's firmware.
+
+    utvm size kws_ref_model.tflite --platform qemu-cortex-m4 --unpacked-api --interface-api c
+    utvm size kws_ref_model.tflite --compare-conventions          # the AOT RFC's table
+    utvm size kws.tar --json
+
+Builds the standalone firmware `utvm deploy` writes (cached) and reports:
+- text / data / bss split into runtime (CRT, platform hooks, C library), operators (generated code and
+  the workspace pool), constants (weights) and application (main, board support); the parts add up to
+  what arm-none-eabi-size says of the ELF;
+- the worst-case stack, summed along the call graph from GCC's -fstack-usage / -fcallgraph-info (indirect
+  calls followed to every address-taken function and flagged; library functions from their disassembly),
+  cross-checked against the high-water mark of a run in QEMU (stack painting).
+--compare-conventions compiles the model three times (packed; unpacked; unpacked + C interface) and prints
+text, data, bss, total and max stack of each, with the savings against packed (the RFC's table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from utvm.errors import ArgumentError
+
+CONVENTIONS = (
+    ("packed", {"unpacked_api": False, "interface_api": "packed"}),
+    ("unpacked", {"unpacked_api": True, "interface_api": "packed"}),
+    ("unpacked + C interface", {"unpacked_api": True, "interface_api": "c"}),
+)
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    from utvm.cli.compile import add_compile_options
+
+    p = subparsers.add_parser("size", help="flash/RAM/stack footprint of a model's firmware",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="a .tflite/.onnx model or an MLF tar / directory")
+    p.add_argument("--platform", default="qemu-cortex-m4", help="the board (default: qemu-cortex-m4)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument("--compare-conventions", action="store_true",
+                   help="packed vs unpacked vs unpacked + C interface (compiles the model three times)")
+    p.add_argument("--no-run", action="store_true",
+                   help="skip the QEMU run that measures the stack high-water mark")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    add_compile_options(p)
+    p.set_defaults(func=run)
+
+
+def _fmt_table(rows: list[list[Any]], header: list[str]) -> str:
+    cells = [[str(c) for c in row] for row in [header, *rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    out = []
+    for n, r in enumerate(cells):
+        out.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths,
+                                                                                                 strict=True))))
+        if n == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def format_report(report: Any, model_name: str) -> str:
+    from utvm.platform.qemu.footprint import CATEGORIES, COLUMNS
+
+    fp = report.footprint
+    rows = []
+    for cat in CATEGORIES:
+        cols = fp.categories[cat]
+        rows.append([cat, *(cols[c] for c in COLUMNS), sum(cols.values())])
+    totals = fp.totals()
+    rows.append(["total", *(totals[c] for c in COLUMNS), sum(totals.values())])
+    elf = fp.elf_totals
+    lines = [
+        f"model {model_name} on {report.board} ({report.convention} convention): {fp.elf}",
+        _fmt_table(rows, ["bytes", "text", "data", "bss", "total"]),
+        f"arm-none-eabi-size of the ELF: text {elf['text']}  data {elf['data']}  bss {elf['bss']}"
+        f"  ({'matches' if totals == elf else 'DOES NOT MATCH'})",
+    ]
+    st = report.stack
+    lines.append(
+        f"stack, worst case (static): {st.worst_case} bytes = {st.thread_cost} (deepest path)"
+        f" + {st.exception_frame} (exception frame) + {st.handler_cost} (deepest handler)"
+    )
+    lines.append("  deepest path: " + " -> ".join(st.path))
+    if st.handler_path:
+        lines.append("  deepest handler: " + " -> ".join(st.handler_path))
+    if report.measured_stack is not None:
+        verdict = "consistent" if report.stack_consistent else "EXCEEDS the static bound"
+        lines.append(f"stack, measured in QEMU (stack painting high-water mark): {report.measured_stack} bytes"
+                     f" ({verdict})")
+    for label, names in (("indirect calls (followed to every address-taken function)", st.indirect_calls),
+                         ("recursion (counted once)", st.recursion),
+                         ("dynamic stack frames", st.dynamic),
+                         ("no stack information (counted as 0)", st.unknown)):
+        if names:
+            lines.append(f"  flagged, {label}: {', '.join(names)}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from utvm.cli.deploy import load_compiled, qemu_board_name
+    from utvm.cli.run import is_mlf
+    from utvm.platform.qemu.footprint import firmware_report
+
+    t0 = time.monotonic()
+
+    def say(msg: str) -> None:
+        if not args.quiet:
+            print(f"[{time.monotonic() - t0:6.2f}s] {msg}", file=sys.stderr, flush=True)
+
+    board = qemu_board_name(args.platform)
+    if not args.compare_conventions:
+        compiled = load_compiled(args, say)
+        say(f"building and measuring the {board} deploy firmware")
+        report = firmware_report(compiled, board, measure=not args.no_run)
+        if args.json:
+            print(json.dumps({"model": compiled.model_name, **report.to_json()}))
+        else:
+            print(format_report(report, compiled.model_name))
+        return 0 if report.stack_consistent in (None, True) else 1
+
+    if is_mlf(Path(args.model)):
+        raise ArgumentError("--compare-conventions compiles the model three times: give a .tflite/.onnx model, "
+                            "not an MLF")
+    reports = []
+    for label, flags in CONVENTIONS:
+        conv_args = argparse.Namespace(**{**vars(args), **flags, "workspace": "static"})
+        say(f"compiling with the {label} convention")
+        compiled = load_compiled(conv_args, lambda _m: None)
+        say(f"building and measuring the {label} firmware")
+        reports.append((label, compiled, firmware_report(compiled, board, measure=not args.no_run)))
+    if args.json:
+        print(json.dumps({"model": reports[0][1].model_name, "board": board,
+                          "conventions": [{"convention": label, **r.to_json()} for label, _c, r in reports]}))
+        return 0
+    print(format_comparison(reports, board))
+    return 0
+
+
+def format_comparison(reports: list[tuple[str, Any, Any]], board: str) -> str:
+    """The AOT RFC's table: text, data, bss, total, max stack, with savings against packed."""
+    base_total = sum(reports[0][2].footprint.totals().values())
+    base_stack = reports[0][2].stack.worst_case
+    rows = []
+    for label, compiled, r in reports:
+        t = r.footprint.totals()
+        total = sum(t.values())
+        measured = r.measured_stack if r.measured_stack is not None else "-"
+        rows.append([f"{compiled.model_name} {label}", t["text"], t["data"], t["bss"], total,
+                     base_total - total, r.stack.worst_case, base_stack - r.stack.worst_case, measured])
+    header = ["model / convention", "text", "data", "bss", "total", "size saved", "max stack",
+              "stack saved", "measured stack"]
+    return (f"footprint of the deploy firmware on {board} (bytes; max stack = static worst case, "
+            f"measured = QEMU high-water mark)\n" + _fmt_table(rows, header))
+
