@@ -3,7 +3,7 @@
 1. Python framing: encode (`Framer.send`) and decode (`Unframer` events, and the session layer's
    whole-packet path) of 2 KiB random payloads in MB/s, against `binascii.crc_hqx` over the same bytes
    (the CRC is the least work any implementation does per byte).
-2. C framing: the CRT's framing micro-benchmark, if present (bench/*framing*.c, built against the CRT).
+2. C framing: the CRT's framing speed from bench_framing_c (if present), beside Python's.
 3. No-op call round trip over host pipes: median microseconds of a call to tvm.rpc.server.GetCRTMaxPacketSize
    on the host device (goal <= 10 us), against a raw round trip of the same bytes through `cat`.
 4. Upload / download throughput of a float32 tensor (default 16 MiB) through 2 KiB packets (and 64 KiB ones,
@@ -20,7 +20,6 @@ import binascii
 import json
 import os
 import statistics
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,7 +33,6 @@ from utvm.rpc.framing import Framer, Unframer
 from utvm.rpc.session import NormalMessage, SessionProtocol, State
 from utvm.rpc.transport import SubprocessTransport
 
-HERE = Path(__file__).resolve().parent
 MB = 1e6
 
 
@@ -90,32 +88,20 @@ def bench_python_framing(quick: bool) -> dict[str, float]:
     return out
 
 
-def bench_c_framing() -> dict[str, Any]:
-    sources = sorted(HERE.glob("*framing*.c"))
-    if not sources:
-        print("C framing: no C framing benchmark present (bench/*framing*.c)")
+def bench_c_framing(python: dict[str, float]) -> dict[str, Any]:
+    """The CRT's framing speed from bench_framing_c (helper benchmark), beside Python's."""
+    try:
+        from bench import bench_framing_c
+    except ImportError:
+        print("C framing: bench/bench_framing_c.py is not present")
         return {}
-    from utvm.platform.host import render_crt_config
-    from utvm.support import cc
-
-    def builder(tmp: Path) -> Path:
-        (tmp / "config").mkdir()
-        (tmp / "config" / "crt_config.h").write_text(render_crt_config())
-        libs = cc.make_crt_libs(tmp / "crt", tmp / "config", ("common", "memory", "rpc_common"), cflags=["-O2"])
-        return cc.compile_link(
-            sources,
-            tmp / "framing_bench",
-            include_dirs=[tmp / "config", cc.crt_dir() / "include"],
-            cflags=["-std=c99", "-O2"],
-            libs=list(libs.values()),
-            ldflags=["-lm"],
-        )
-
-    exe = cc.cached_build([*sources, cc.crt_dir()], ["framing_bench"], "framing_bench", builder)
-    proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300)
-    print("C framing (" + ", ".join(s.name for s in sources) + "):")
-    print("  " + proc.stdout.strip().replace("\n", "\n  "))
-    return {"c_framing_output": proc.stdout, "returncode": proc.returncode}
+    r = bench_framing_c.run(["2048", "32"])
+    print(
+        f"C framing (bench_framing_c, 2048-byte payloads): encode {r['encode_MBps']:.0f} MB/s, decode "
+        f"{r['decode_MBps']:.0f} MB/s -> Python is {python['encode_MBps'] / r['encode_MBps']:.3f}x (encode) and "
+        f"{python['decode_events_MBps'] / r['decode_MBps']:.3f}x (decode) of C"
+    )
+    return r
 
 
 def _median_us(samples: list[float]) -> float:
@@ -237,7 +223,8 @@ def main(argv: list[str]) -> int:
     size = (ns.size_mib or (4 if ns.quick else 16)) << 20
     from utvm.platform.host import build_device
 
-    results: dict[str, Any] = {"python_framing": bench_python_framing(ns.quick), "c_framing": bench_c_framing()}
+    results: dict[str, Any] = {"python_framing": bench_python_framing(ns.quick)}
+    results["c_framing"] = bench_c_framing(results["python_framing"])
     exe_2k = build_device(with_test_functions=True)
     exe_64k = build_device(with_test_functions=True, crt_config={"TVM_CRT_MAX_PACKET_SIZE_BYTES": 65536})
     results["round_trip"] = bench_round_trip(exe_2k, ns.quick)

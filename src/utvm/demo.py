@@ -1,29 +1,39 @@
-"""`python -m utvm.demo` (what `make demo` runs): the runtime system at work, until the compiler lands.
+"""`python -m utvm.demo` (what `make demo` runs): MLPerf Tiny keyword spotting, end to end on the host.
 
-1. registers a Python function in utvm's global registry;
-2. builds the C runtime (CRT) for the host as a shared library (cached by content hash), with progress;
-3. loads it, and registers the Python function as a C global;
-4. calls a C function through TVMFuncCall that looks the Python function up and calls it back, and prints
-   the result; then a C loop over Python, a tensor handed to C, and a Python exception crossing C.
+1. imports `mlperf_tiny/kws_ref_model.tflite` (int8 DS-CNN) from the shared model corpus;
+2. compiles it to C for the AOT executor (passes, one kernel per fused operator, static memory plan) and
+   writes the Model Library Format archive to build/demo/kws.tar;
+3. builds host evaluation firmware: the C runtime + the RPC server + the model as the system library;
+4. starts it, and over RPC uploads random spectrogram inputs, runs `tvmgen_kws_run`, downloads the scores;
+5. checks every output bit-exact against TFLite's reference kernels (ai-edge-litert) and prints a summary.
+
+The model corpus is found beside the repository (../shared/models) or at $UTVM_MODELS_DIR.
+Exit status: 0 when every run is bit-exact, 1 otherwise.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-import utvm
-import utvm.nd as nd
-from utvm.errors import BuildError, CRTError
-from utvm.runtime import local
+N_INPUTS = 10
+MODEL = Path("mlperf_tiny") / "kws_ref_model.tflite"
+KWS_LABELS = ("down", "go", "left", "no", "off", "on", "right", "stop", "up", "yes", "silence", "unknown")
 
-PY_NAME = "demo.py_square"
+
+def _models_dir() -> Path:
+    env = os.environ.get("UTVM_MODELS_DIR")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[3] / "shared" / "models"
 
 
 def _step(n: int, text: str) -> None:
-    print(f"[{n}/4] {text}", flush=True)
+    print(f"[{n}/5] {text}", flush=True)
 
 
 def _detail(text: str) -> None:
@@ -31,64 +41,72 @@ def _detail(text: str) -> None:
 
 
 def main() -> int:
-    print("utvm demo: the host runtime system calling the C runtime, and the C runtime calling Python\n")
+    from utvm.cli.run import build_firmware, compare, run_on_device
+    from utvm.compiler import compile
+    from utvm.compiler.local import random_inputs
+    from utvm.compiler.oracle import reference_outputs
+    from utvm.errors import UtvmError
+    from utvm.frontend import load
+    from utvm.mlf import export_model_library_format
+    from utvm.platform import get_platform
 
-    _step(1, f"registering the Python function {PY_NAME!r} in utvm's global registry")
-
-    @utvm.register_func(PY_NAME, override=True)
-    def py_square(x: int) -> int:
-        _detail(f"  [python] {PY_NAME}({x}) -> {x * x}")
-        return x * x
-
-    _detail(f"utvm.get_global_func({PY_NAME!r})(9) = {utvm.get_global_func(PY_NAME)(9)}")
-
-    _step(2, "building the C runtime (CRT common + memory + host port + demo globals) for the host")
-    start = time.perf_counter()
+    path = _models_dir() / MODEL
+    print("utvm demo: MLPerf Tiny keyword spotting compiled to C, run on the host device over RPC\n")
     try:
-        path = local.build(progress=_detail)
-    except BuildError as exc:
-        print(f"\nutvm demo: building the CRT failed:\n{exc}", file=sys.stderr)
+        _step(1, f"importing {MODEL}")
+        graph = load(path)
+        ops: dict[str, int] = {}
+        for node in graph.nodes:
+            ops[node.op] = ops.get(node.op, 0) + 1
+        _detail(f"{len(graph.nodes)} ops ({', '.join(f'{k} x{v}' for k, v in ops.items())}), "
+                f"input {graph.tensor(graph.inputs[0]).shape} int8")
+
+        _step(2, "compiling for the AOT executor (packed calling convention)")
+        t0 = time.perf_counter()
+        compiled = compile(graph, model_name="kws", progress=lambda m: None)
+        for line in compiled.summary().splitlines():
+            _detail(line)
+        out_dir = Path.cwd() / "build" / "demo"
+        tar = export_model_library_format(compiled, out_dir / "kws.tar")
+        _detail(f"Model Library Format: {tar} ({tar.stat().st_size // 1024} KiB) in "
+                f"{time.perf_counter() - t0:.2f} s")
+
+        _step(3, "building host firmware: CRT + RPC server + the generated system library")
+        t0 = time.perf_counter()
+        firmware = build_firmware(compiled, "host")
+        _detail(f"{firmware.name} ready in {time.perf_counter() - t0:.2f} s (cached by content hash)")
+
+        _step(4, f"running {N_INPUTS} random inputs over RPC ({compiled.run_function})")
+        rng = np.random.default_rng(0)
+        sets = [random_inputs(compiled, rng) for _ in range(N_INPUTS)]
+        results, latency = [], None
+        with get_platform("host").start(firmware) as session:
+            for i, inputs in enumerate(sets):
+                outputs, lat = run_on_device(session, compiled, inputs, repeat=5 if i == 0 else 0)
+                latency = lat if lat is not None else latency
+                results.append(outputs)
+        _detail(f"device latency: {latency * 1e3:.3f} ms per inference (median of 5, device timer)")
+
+        _step(5, "checking against TFLite's reference kernels (ai-edge-litert, in a subprocess)")
+        refs = reference_outputs(path, sets)
+    except UtvmError as exc:
+        print(f"\nutvm demo: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    _detail(f"ready in {time.perf_counter() - start:.2f} s")
-
-    _step(3, "loading it with ctypes: TVMPlatformInitialize(), TVMInitializeRuntime()")
-    rt = local.load()  # the build above is cached: this only loads and initializes
-    _detail(f"loaded {path.name}")
-    rt.register_func(PY_NAME, utvm.get_global_func(PY_NAME), override=True)
-    _detail(f"registered {PY_NAME!r} as a C global (a TVMBackendPackedCFunc that enters Python)")
-
-    _step(4, "calling C through TVMFuncCall")
-    call_global = rt.get_global_func("utvm.local.call_global")
-    _detail(f"Python -> TVMFuncCall(utvm.local.call_global, {PY_NAME!r}, 12)")
-    _detail(f"  which in C does TVMFuncGetGlobal({PY_NAME!r}), then TVMFuncCall(that handle, 12):")
-    result = call_global(PY_NAME, 12)
-    print(f"\n      RESULT: C called Python and returned {result}  (12 * 12 = 144)\n", flush=True)
-    if result != 144:
-        print("utvm demo: wrong result", file=sys.stderr)
-        return 1
-
-    accumulate = rt.get_global_func("utvm.local.accumulate")
-    quiet = lambda i: i * i  # noqa: E731 - the same function, without the print
-    _detail(f"a C loop calling Python: utvm.local.accumulate(square, 10) = {accumulate(quiet, 10)}"
-            f"  (sum of i*i for i < 10 = {sum(i * i for i in range(10))})")
-
-    arr = nd.array(np.arange(6, dtype="float32").reshape(2, 3))
-    total = rt.get_global_func("utvm.local.tensor_sum")(arr)
-    _detail(f"an NDArray passed to C as a DLTensor*: utvm.local.tensor_sum({arr.numpy().tolist()}) = {total}")
-
-    def fails(x: int) -> int:
-        raise ValueError(f"{x} is not welcome here")
-
-    rt.register_func("demo.py_fails", fails, override=True)
-    try:
-        call_global("demo.py_fails", 13)
-    except CRTError as exc:
-        _detail(f"a Python exception crossed C and came back as {type(exc).__name__}: {exc}")
-    else:
-        print("utvm demo: the exception did not come back", file=sys.stderr)
-        return 1
-    print("\nutvm demo: done.")
-    return 0
+    exact = 0
+    for i, (got, want) in enumerate(zip(results, refs, strict=True)):
+        bit_exact, max_err, _ok = compare(got, want)
+        exact += bit_exact
+        scores = got[0].reshape(-1)
+        top = int(np.argmax(scores))
+        label = KWS_LABELS[top] if top < len(KWS_LABELS) else str(top)
+        _detail(f"input {i}: top class {label:>7} "
+                f"(score {int(scores[top])}), {'bit-exact' if bit_exact else f'MISMATCH (max err {max_err:g})'}")
+    p = compiled.plan
+    print(f"\nsummary: {len(compiled.operators)} operator functions from {len(graph.nodes)} imported ops, "
+          f"workspace {p.workspace_bytes} B (lower bound {p.lower_bound_bytes} B, without reuse "
+          f"{p.no_reuse_bytes} B), constants {compiled.constant_bytes} B, latency {latency * 1e3:.3f} ms, "
+          f"{exact}/{N_INPUTS} outputs bit-exact with TFLite")
+    return 0 if exact == N_INPUTS else 1
 
 
 if __name__ == "__main__":

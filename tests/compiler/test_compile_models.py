@@ -146,10 +146,11 @@ def test_model_over_rpc_on_the_host_device(case: tuple, conv: str) -> None:
         values = _per_operator_reference(graph, compiled, sets[0])
         lib = session.system_lib()
         for k, op in enumerate(compiled.operators):
-            assert op.scratch_bytes == 0 or op.args[-1].name == "scratch"
             args = [session.array(values[t.name]) for t in op.inputs]
             outs = [session.empty(t.shape, t.dtype) for t in op.outputs]
-            lib.get_function(op.name)(*args, *outs)
+            scratch = [session.empty(t.shape, t.dtype) for t in op.args[len(op.inputs) + len(op.outputs):]]
+            assert len(scratch) == (1 if op.scratch_bytes else 0)
+            lib.get_function(op.name)(*args, *outs, *scratch)
             for t, o in zip(op.outputs, outs, strict=True):
                 got = o.numpy()
                 if got.dtype == np.float32:
@@ -157,7 +158,7 @@ def test_model_over_rpc_on_the_host_device(case: tuple, conv: str) -> None:
                 else:
                     np.testing.assert_array_equal(got, values[t.name], err_msg=op.name)
             if k < 4:  # the device holds TVM_CRT_MAX_TIME_EVALUATORS live timers; the client keeps them
-                seconds = session.time_evaluator(op.name, module=lib, number=2, repeat=2)(*args, *outs)
+                seconds = session.time_evaluator(op.name, module=lib, number=2, repeat=2)(*args, *outs, *scratch)
                 assert len(seconds) == 2 and all(s > 0 for s in seconds)
-            for a in (*args, *outs):
+            for a in (*args, *outs, *scratch):
                 a.free()

@@ -136,7 +136,7 @@ def test_accumulator_bound_is_proven_in_a_comment_and_uniform_scales_are_literal
     _add_case(b, rng, CONV_CASES[1], "int8")  # per-tensor weights
     src = ops_source(compile(b.graph(), passes=False))
     assert "The int32 accumulator cannot overflow" in src
-    assert "multiplier[" not in src  # one multiplier: a literal, no table
+    assert "multiplier[" not in src and "const int32_t output_multiplier = " in src  # uniform: a const local
 
 
 def test_accumulator_that_could_overflow_is_refused_naming_the_node() -> None:

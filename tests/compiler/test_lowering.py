@@ -80,6 +80,17 @@ def test_reshape_from_model_input_to_model_output_copies() -> None:
     np.testing.assert_array_equal(y, x.reshape(3, 2))
 
 
+def test_reshape_of_a_constant_into_a_model_output_is_computed() -> None:
+    k = np.arange(6, dtype=np.float32)
+    ts = [f32("x", 1, 2), f32("k", 6, data=k), f32("s", 1, 2), f32("y", 2, 3)]
+    nodes = [Node("add", ("x", "x"), ("s",), {"activation": "none"}, "n"),
+             Node("reshape", ("k",), ("y",), {"shape": (2, 3)}, "r")]
+    g = Graph({t.name: t for t in ts}, nodes, ("x",), ("s", "y"))
+    c = compile(g, passes=False)
+    s, y = LocalModel(c, opt="-O0").run([np.ones((1, 2), np.float32)])
+    np.testing.assert_array_equal(y, k.reshape(2, 3))
+
+
 def test_output_that_is_an_input_or_a_constant_or_listed_twice_is_copied() -> None:
     k = np.array([[7, 8]], np.float32)
     ts = [f32("x", 1, 2), f32("k", 1, 2, data=k), f32("s", 1, 2)]

@@ -1113,6 +1113,14 @@ static void test_logs_reach_the_host(void** state) {
   (void)expect_call_return(kTVMArgInt, kTVMArgInt, &vlen);
   assert_int_equal(g_host.logs, 1);
   assert_string_equal(g_host.log, "hi there");
+  /* a log message from the host is read and ignored: no reply, no log back */
+  clear_replies();
+  assert_int_equal(TVMSession_SendMessage(&g_host.session, kTVMSessionMessageLog, (const uint8_t*)"host says hi", 12),
+                   kTvmErrorNoError);
+  assert_int_equal(feed_device(g_to_device.data, g_to_device.len, 5), kTvmErrorNoError);
+  g_to_device.len = 0;
+  pump_device_output();
+  assert_int_equal(g_host.replies + g_host.logs, 0);
   /* a log longer than a packet is cut to fit */
   memset(long_text, 'x', sizeof(long_text) - 1);
   long_text[sizeof(long_text) - 1] = '\0';
@@ -1274,6 +1282,71 @@ static void test_fault_injection_copies(void** state) {
   expect_return_void();
 }
 
+/* ---------------------------------------------------------------------------------------------- */
+/* Stack use of MicroTVMRpcServerLoop (plain builds only: sanitizers move and pad stack frames)     */
+
+#if !defined(__SANITIZE_ADDRESS__)
+#define PAINT_BYTES 32768
+#define STACK_BUDGET_BYTES 8192
+static uintptr_t g_area; /* address of paint_stack's (dead) array: scanned as raw memory afterwards */
+
+static __attribute__((noinline)) void paint_stack(void) {
+  uint8_t area[PAINT_BYTES];
+  memset(area, 0xA5, sizeof(area));
+  g_area = (uintptr_t)area;
+  __asm__ volatile("" : : "r"(area) : "memory");
+}
+
+static __attribute__((noinline)) tvm_crt_error_t loop_once(uint8_t* data, size_t len) {
+  uint8_t* p = data;
+  size_t n = len;
+  return MicroTVMRpcServerLoop(g_server, &p, &n);
+}
+
+/* Bytes below loop_once's caller that the call dirtied (approximate: within a few dozen bytes). */
+static size_t stack_used_by(const Req* r) {
+  size_t i = 0;
+  assert_int_equal(TVMSession_SendMessage(&g_host.session, kTVMSessionMessageNormal, r->b, r->n), kTvmErrorNoError);
+  paint_stack();
+  assert_int_equal(loop_once(g_to_device.data, g_to_device.len), kTvmErrorNoError);
+  while (i < PAINT_BYTES && ((volatile const uint8_t*)g_area)[i] == 0xA5) {
+    ++i;
+  }
+  g_to_device.len = 0;
+  clear_replies();
+  pump_device_output();
+  return PAINT_BYTES - i;
+}
+
+static void test_stack_use(void** state) {
+  Req r;
+  size_t worst = 0, used;
+  uint8_t bytes[32] = {0};
+  uint64_t data = alloc_data(32, 16);
+  const uint64_t echo = module_function("echo");
+  (void)state;
+  begin(&r, 3); put_u64(&r, echo); put_i32(&r, 2); put_i32(&r, kTVMArgInt); put_i32(&r, kTVMStr);
+  put_u64(&r, 1); put_str(&r, "stack"); end(&r);
+  used = stack_used_by(&r); worst = used > worst ? used : worst;
+  begin(&r, 3); put_u64(&r, echo); put_i32(&r, 1); put_i32(&r, kTVMArgInt); put_u64(&r, 9); end(&r);
+  used = stack_used_by(&r); worst = used > worst ? used : worst; /* the callee's error path */
+  call0(0x1234); /* warm */
+  begin(&r, 3); put_u64(&r, 0x1234); put_i32(&r, 0); end(&r);
+  used = stack_used_by(&r); worst = used > worst ? used : worst; /* invalid handle: formatted error */
+  copy_to(&r, data, 0, bytes, sizeof(bytes));
+  used = stack_used_by(&r); worst = used > worst ? used : worst;
+  copy_from(&r, data, 0, sizeof(bytes));
+  used = stack_used_by(&r); worst = used > worst ? used : worst;
+  copy_from(&r, data, 4, sizeof(bytes)); /* out of range: formatted error */
+  used = stack_used_by(&r); worst = used > worst ? used : worst;
+  print_message("MicroTVMRpcServerLoop stack use (incl. callee and vsnprintf): %lu bytes\n", (unsigned long)worst);
+  assert_true(worst > 64); /* the measurement saw the call */
+  assert_true(worst < STACK_BUDGET_BYTES);
+  free_data(data);
+  expect_return_void();
+}
+#endif
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_init_server, setup, teardown),
@@ -1295,6 +1368,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_write_failure_is_reported, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fault_injection_call, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fault_injection_copies, setup, teardown),
+#if !defined(__SANITIZE_ADDRESS__)
+      cmocka_unit_test_setup_teardown(test_stack_use, setup, teardown),
+#endif
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -167,7 +167,8 @@ class FuzzRun:
         self.log = self.dir / "fuzz.log"
         self.proc = subprocess.Popen(
             [str(self.binary), f"-max_total_time={SECONDS}", "-timeout=20", "-rss_limit_mb=2048",
-             "-print_final_stats=1", f"-artifact_prefix={self.dir}/", str(self.dir / "corpus"), str(self.dir / "seeds")],
+             "-print_final_stats=1", f"-artifact_prefix={self.dir}/",
+             str(self.dir / "corpus"), str(self.dir / "seeds")],
             stdout=subprocess.DEVNULL, stderr=self.log.open("wb"), env={**os.environ, **ENV},
         )
 

@@ -8,7 +8,6 @@ log, sleep_ms) and TVM_CRT_MAX_PACKET_SIZE_BYTES = 2048. Platforms that need an 
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from collections.abc import Callable, Iterator

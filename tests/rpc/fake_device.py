@@ -60,6 +60,7 @@ class FakeDevice:
         self.shutdown = False
         self.requests: list[P.Request] = []
         self.rejected = 0  # requests answered with an Exception because they were malformed
+        self.freed_handles: list[int] = []
         self.globals: dict[str, Callable[..., tuple[int, Any]]] = {
             "runtime.SystemLib": lambda: (TypeCode.MODULE_HANDLE, self.SYSTEM_LIB_HANDLE),
             "tvm.rpc.server.ModuleGetFunction": self._module_get_function,
@@ -74,7 +75,8 @@ class FakeDevice:
         }
         self._global_names = list(self.globals)
         self._system_lib = ["testing.add_one", "testing.sleep_ms"]
-        self._timer: tuple[int, Callable[..., tuple[int, Any]], int, int, int] | None = None
+        self.max_timers = 4  # live time evaluators, like TVM_CRT_MAX_TIME_EVALUATORS
+        self.timers: dict[int, tuple[Callable[..., tuple[int, Any]], int, int, int]] = {}
         self._timer_index = 0
         if boot_terminate:
             self.out += self.session.terminate()
@@ -149,6 +151,11 @@ class FakeDevice:
         if code == RPCCode.FREE_HANDLE:
             if codes != [TypeCode.OPAQUE_HANDLE, TypeCode.INT]:
                 raise FakeError(f"FreeHandle: expected (handle, int), got type codes {codes}")
+            handle = args[0][1]
+            if (handle >> 16) & 0x7FFF == TIMER_MODULE:
+                if self.timers.pop(handle & 0x7FFF, None) is None:
+                    raise FakeError(f"FreeHandle: time evaluator 0x{handle:08x} is not live")
+            self.freed_handles.append(handle)
             return P.encode_return([(TypeCode.NULL, None)])
         if code == RPCCode.DEV_ALLOC_DATA:
             if codes != [TypeCode.DEVICE, TypeCode.INT, TypeCode.INT, TypeCode.DATA_TYPE]:
@@ -175,8 +182,8 @@ class FakeDevice:
             fn = self.globals[self._global_names[index]]
         elif module == SYSTEM_LIB_MODULE and index < len(self._system_lib):
             fn = self.globals[self._system_lib[index]]
-        elif module == TIMER_MODULE and self._timer is not None and index == self._timer[0]:
-            fn = self._run_timer
+        elif module == TIMER_MODULE and index in self.timers:
+            fn = lambda *a: self._run_timer(index, *a)  # noqa: E731
         else:
             raise FakeError(f"no function for handle 0x{handle:08x}")
         try:
@@ -208,13 +215,14 @@ class FakeDevice:
         if name not in (self.globals if args[0][0] == TypeCode.NULL else self._system_lib):
             raise FakeError(f"RPCTimeEvaluator: no function {name!r} in the module")
         number, repeat, min_repeat_ms = (a[1] for a in args[4:7])
+        if len(self.timers) >= self.max_timers:
+            raise FakeError(f"RPCTimeEvaluator: all {self.max_timers} time evaluators are live")
         self._timer_index += 1
-        self._timer = (self._timer_index, self.globals[name], number, repeat, min_repeat_ms)
+        self.timers[self._timer_index] = (self.globals[name], number, repeat, min_repeat_ms)
         return (TypeCode.PACKED_FUNC_HANDLE, function_handle(TIMER_MODULE, self._timer_index))
 
-    def _run_timer(self, *args: P.PackedArg) -> tuple[int, Any]:
-        assert self._timer is not None
-        _, fn, number, repeat, min_repeat_ms = self._timer
+    def _run_timer(self, index: int, *args: P.PackedArg) -> tuple[int, Any]:
+        fn, number, repeat, min_repeat_ms = self.timers[index]
         fn(*args)  # warm-up
         results = []
         for _ in range(repeat):

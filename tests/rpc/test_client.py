@@ -210,7 +210,7 @@ def test_device_log_goes_to_the_utvm_device_logger(sess, caplog):
     assert [(r.name, r.getMessage()) for r in caplog.records] == [("utvm.device", "hello from the device")]
 
 
-def test_time_evaluator(sess):
+def test_time_evaluator(sess, fake):
     ev = sess.time_evaluator("testing.sleep_ms", number=2, repeat=3)
     times = ev(2)
     assert len(times) == 3 and all(0.0015 < t < 0.5 for t in times)
@@ -218,6 +218,9 @@ def test_time_evaluator(sess):
     assert 0.0 < ev2(0)[0] < 0.5
     with pytest.raises(ArgumentError, match="repeat must be an int >= 1"):
         sess.time_evaluator("testing.sleep_ms", repeat=0)
+    ev.free()
+    ev2.free()
+    assert fake.device.timers == {}
     with pytest.raises(RemoteError, match="no function 'nope'"):
         sess.time_evaluator("nope")
 
@@ -323,3 +326,55 @@ def test_unknown_handle_is_a_remote_error(sess):
     bogus = RemoteFunction(sess, 0x80018001, "bogus")
     with pytest.raises(RemoteError, match="no function for handle 0x80018001"):
         bogus()
+
+
+def test_time_evaluators_release_their_device_slots(sess, fake):
+    for _ in range(3 * fake.device.max_timers):  # more than the device holds at once
+        with sess.time_evaluator("testing.sleep_ms", number=1) as ev:
+            assert len(ev(0)) == 1
+    for _ in range(2 * fake.device.max_timers):
+        sess.time_evaluator("testing.sleep_ms", number=1)(0)  # dropped at once: freed before the next request
+        gc.collect()
+    assert len(fake.device.timers) <= 1
+    ev = sess.time_evaluator("testing.sleep_ms")
+    ev.free()
+    with pytest.raises(ArgumentError, match="was freed"):
+        ev(0)
+
+
+def test_an_interrupted_call_leaves_no_stale_reply_behind(sess, fake):
+    echo = sess.get_function("testing.echo")
+    real_read = fake.read
+
+    def interrupted(max_bytes, timeout=None):
+        fake.read = real_read
+        raise KeyboardInterrupt
+
+    fake.read = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        echo("lost")  # its reply stays unread in the transport
+    assert echo("next") == "next"  # not "lost": the session was restarted first
+    assert sess.stats["resyncs"] == 1
+
+
+def test_any_object_with_write_read_close_is_a_transport():
+    class Duck:  # not a Transport subclass: no describe(), no pipeline_depth
+        def __init__(self) -> None:
+            self.inner = FakeDeviceTransport()
+
+        def write(self, data, timeout=None):
+            self.inner.write(data, timeout)
+
+        def read(self, max_bytes, timeout=None):
+            return self.inner.read(max_bytes, timeout)
+
+        def close(self):
+            self.inner.close()
+
+    with Session(Duck(), **FAST) as s:
+        assert s.pipeline_depth == 1
+        assert s.get_function("testing.echo")("quack") == "quack"
+        s.reply_timeout_s = 0.05
+        s.transport.inner.device.session.state = s.transport.inner.device.session.state.RESET  # device forgets
+        with pytest.raises(SessionTimeoutError, match="from Duck"):
+            s.get_function("testing.echo")("lost")

@@ -95,6 +95,14 @@ def test_time_evaluator_gives_plausible_times(link_device):
     np.testing.assert_array_equal(b.numpy(), src + 1)
 
 
+def test_time_evaluators_do_not_run_out(link_device):
+    """The device has a few time-evaluator slots; each evaluator gives its slot back when freed or dropped."""
+    for i in range(20):
+        with link_device.time_evaluator("testing.sleep_ms", number=1) as ev:
+            assert len(ev(0)) == 1
+        link_device.time_evaluator("testing.sleep_ms", number=1)(i % 2)
+
+
 def test_remote_error_carries_the_message(link_device):
     fail = link_device.get_function("testing.fail")
     with pytest.raises(RemoteError, match="failed on the device: .*the message \\(with detail 42\\)"):

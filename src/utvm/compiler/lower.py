@@ -209,7 +209,8 @@ def lower(graph: Graph, model_name: str, rounding: str = "single", algorithm: st
             src, dst = node.inputs[0], node.outputs[0]
             if graph.tensor(src).nbytes != graph.tensor(dst).nbytes:
                 raise CompileError(f"{node.label(i)}: an alias must keep the byte size")
-            if not (cls.find(src) in cls.external and cls.find(dst) in cls.external):
+            both_external = cls.find(src) in cls.external and cls.find(dst) in cls.external
+            if not both_external and not graph.tensor(src).is_constant:
                 cls.union(src, dst)
                 aliased.add(i)
 

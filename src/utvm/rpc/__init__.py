@@ -6,6 +6,13 @@
 
 from __future__ import annotations
 
-from utvm.rpc.client import RemoteFunction, RemoteModule, RemoteNDArray, Session, connect_subprocess
+from utvm.rpc.client import (
+    RemoteFunction,
+    RemoteModule,
+    RemoteNDArray,
+    Session,
+    TimeEvaluator,
+    connect_subprocess,
+)
 
-__all__ = ["RemoteFunction", "RemoteModule", "RemoteNDArray", "Session", "connect_subprocess"]
+__all__ = ["RemoteFunction", "RemoteModule", "RemoteNDArray", "Session", "TimeEvaluator", "connect_subprocess"]

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import logging
 import random
-import struct
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -36,10 +34,20 @@ from utvm.errors import (
     RemoteProtocolError,
     SessionTerminatedError,
     SessionTimeoutError,
+    TransportError,
     UtvmError,
 )
 from utvm.rpc import protocol as P
-from utvm.rpc.protocol import DLDataType, DLDevice, DLTensorRef, RPCCode
+from utvm.rpc.protocol import DLDataType, DLDevice, RPCCode
+from utvm.rpc.remote import (
+    CPU,
+    RemoteFunction,
+    RemoteModule,
+    RemoteNDArray,
+    TimeEvaluator,
+    c_contiguous,
+    dl_dtype,
+)
 from utvm.rpc.session import (
     NEED_DATA,
     LogMessage,
@@ -51,9 +59,9 @@ from utvm.rpc.session import (
     State,
 )
 from utvm.rpc.transport import SubprocessTransport, Transport
-from utvm.runtime.typecodes import DLDataTypeCode, TypeCode
+from utvm.runtime.typecodes import TypeCode
 
-__all__ = ["RemoteFunction", "RemoteModule", "RemoteNDArray", "Session", "connect_subprocess"]
+__all__ = ["RemoteFunction", "RemoteModule", "RemoteNDArray", "Session", "TimeEvaluator", "connect_subprocess"]
 
 log = logging.getLogger("utvm.rpc")
 device_log = logging.getLogger("utvm.device")
@@ -63,180 +71,7 @@ HOST_RECEIVE_LIMIT = 1 << 24
 #: Copy chunk budget when the device has no tvm.rpc.server.GetCRTMaxPacketSize.
 DEFAULT_MAX_TRANSFER_SIZE = 1 << 16
 ALLOC_ALIGNMENT = 64
-CPU = DLDevice(1, 0)  # the device's memory as the CRT names it (kDLCPU, 0)
 _READ_SIZE = 1 << 16
-
-
-def _dl_dtype(dtype: Any) -> DLDataType:
-    """A DLDataType from a DLDataType, a runtime DataType, a numpy dtype or a dtype string."""
-    if isinstance(dtype, DLDataType):
-        return dtype
-    if all(hasattr(dtype, a) for a in ("code", "bits", "lanes")):
-        return DLDataType(int(dtype.code), int(dtype.bits), int(dtype.lanes))
-    import numpy as np
-
-    try:
-        npd = np.dtype(dtype)
-    except TypeError as exc:
-        raise ArgumentError(f"cannot use {dtype!r} as a tensor dtype: {exc}") from exc
-    kinds = {
-        "f": DLDataTypeCode.FLOAT,
-        "i": DLDataTypeCode.INT,
-        "u": DLDataTypeCode.UINT,
-        "b": DLDataTypeCode.BOOL,
-    }
-    if npd.kind not in kinds or npd.shape != ():
-        raise ArgumentError(f"tensor dtype {npd} has no DLPack equivalent here (use int/uint/float/bool)")
-    return DLDataType(int(kinds[npd.kind]), npd.itemsize * 8, 1)
-
-
-def _numpy_dtype(dt: DLDataType) -> Any:
-    import numpy as np
-
-    names = {
-        DLDataTypeCode.FLOAT: "f",
-        DLDataTypeCode.INT: "i",
-        DLDataTypeCode.UINT: "u",
-        DLDataTypeCode.BOOL: "b",
-    }
-    if dt.lanes != 1 or dt.code not in names or dt.bits % 8:
-        raise ArgumentError(f"tensor dtype (code {dt.code}, bits {dt.bits}, lanes {dt.lanes}) has no numpy equivalent")
-    if dt.code == DLDataTypeCode.BOOL:
-        return np.dtype(np.bool_)
-    return np.dtype(f"<{names[DLDataTypeCode(dt.code)]}{dt.bits // 8}")
-
-
-def _c_contiguous(a: Any) -> Any:
-    """`a` as a C-contiguous array of its own shape (np.ascontiguousarray would make a 0-d array 1-d)."""
-    return a if a.flags.c_contiguous else a.copy(order="C")
-
-
-class RemoteFunction:
-    """A function on the device; calling it runs it there. Arguments: int, float, str, bytes, None,
-    RemoteNDArray, RemoteFunction, RemoteModule, DLDataType/DLDevice (or runtime DataType/Device)."""
-
-    def __init__(self, session: Session, handle: int, name: str) -> None:
-        self.session, self.handle, self.name = session, handle, name
-        self._generation = session._generation
-
-    def __call__(self, *args: Any) -> Any:
-        self.session._check_generation(self._generation, f"function {self.name!r}")
-        return self.session._call(self.handle, args, self.name)
-
-    def __repr__(self) -> str:
-        return f"<RemoteFunction {self.name} handle=0x{self.handle:08x}>"
-
-
-class RemoteModule:
-    """A module on the device (the system library, or one a function returned)."""
-
-    def __init__(self, session: Session, handle: int, name: str = "module") -> None:
-        self.session, self.handle, self.name = session, handle, name
-        self._generation = session._generation
-
-    def get_function(self, name: str, allow_missing: bool = False) -> RemoteFunction | None:
-        sess = self.session
-        sess._check_generation(self._generation, f"module {self.name}")
-        getter = sess.get_function("tvm.rpc.server.ModuleGetFunction")
-        f = getter(self, name, 0)
-        if f is None:
-            if allow_missing:
-                return None
-            raise FunctionNotFoundError(f"{self.name} on the device has no function {name!r}")
-        if not isinstance(f, RemoteFunction):
-            raise RemoteProtocolError(f"ModuleGetFunction({name!r}) returned {f!r}, not a function")
-        f.name = f"{self.name}.{name}" if self.name != "module" else name
-        return f
-
-    def time_evaluator(self, name: str, **kwargs: Any) -> Callable[..., list[float]]:
-        return self.session.time_evaluator(name, module=self, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"<RemoteModule {self.name} handle=0x{self.handle:08x}>"
-
-
-class RemoteNDArray:
-    """A tensor in device memory (allocated with DevAllocData, freed with DevFreeData).
-
-    `numpy()` downloads it, `copyfrom(array)` uploads into it; both go in chunks that fit the negotiated
-    maximum packet size. Free it with `free()` (or `with`); a dropped array is freed before the next request.
-    """
-
-    def __init__(
-        self,
-        session: Session,
-        data: int,
-        shape: Sequence[int],
-        dtype: DLDataType,
-        device: DLDevice = CPU,
-        owned: bool = True,
-    ) -> None:
-        self.session = session
-        self.data = data
-        self.shape = tuple(int(d) for d in shape)
-        self.dl_dtype = dtype
-        self.device = device
-        self._generation = session._generation
-        self._epoch = session._memory_epoch
-        self._freed = not owned
-        self._finalizer = weakref.finalize(self, session._defer_free, data, self._epoch) if owned else None
-
-    @property
-    def dtype(self) -> str:
-        try:
-            return str(_numpy_dtype(self.dl_dtype))
-        except ArgumentError:
-            return f"dl({self.dl_dtype.code},{self.dl_dtype.bits},{self.dl_dtype.lanes})"
-
-    @property
-    def size(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dl_dtype.itemsize
-
-    def tensor(self, byte_offset: int = 0) -> DLTensorRef:
-        if self._freed and self._finalizer is not None:
-            raise ArgumentError(f"{self!r} was freed")
-        self.session._check_generation(self._generation, repr(self))
-        self.session._check_epoch(self._epoch, repr(self))
-        return DLTensorRef(self.data, self.device, self.dl_dtype, self.shape, byte_offset)
-
-    def numpy(self) -> Any:
-        import numpy as np
-
-        out = np.empty(self.shape, dtype=_numpy_dtype(self.dl_dtype))
-        self.session._copy_from_remote(self, memoryview(out).cast("B") if out.nbytes else memoryview(b""))
-        return out
-
-    def copyfrom(self, source: Any) -> RemoteNDArray:
-        import numpy as np
-
-        src = _c_contiguous(np.asarray(source, dtype=_numpy_dtype(self.dl_dtype)))
-        if src.shape != self.shape:
-            raise ArgumentError(f"copyfrom: source shape {src.shape} does not match the remote array's {self.shape}")
-        self.session._copy_to_remote(self, memoryview(src).cast("B") if src.nbytes else memoryview(b""))
-        return self
-
-    def free(self) -> None:
-        if not self._freed:
-            self._freed = True
-            if self._finalizer is not None:
-                self._finalizer.detach()
-            self.session._free_data(self.data, self._epoch)
-
-    def __enter__(self) -> RemoteNDArray:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.free()
-
-    def __repr__(self) -> str:
-        return f"<RemoteNDArray shape={self.shape} dtype={self.dtype} data=0x{self.data:x}>"
 
 
 class Session:
@@ -263,7 +98,7 @@ class Session:
         self.reply_timeout_s = reply_timeout_s
         self._requested_max = max_packet_size
         self.max_packet_size = max_packet_size or DEFAULT_MAX_TRANSFER_SIZE
-        self.pipeline_depth = max(1, pipeline_depth or transport.pipeline_depth)
+        self.pipeline_depth = max(1, pipeline_depth or getattr(transport, "pipeline_depth", 1))
         self._rng = random.Random()
         self._nonce = nonce if nonce else self._rng.randrange(1, 256)
         self._generation = 0  # bumped by reconnect(): every remote object dies
@@ -271,9 +106,10 @@ class Session:
         self._closed = False
         self._terminated: str | None = None
         self._need_resync = False
+        self._in_flight = False
         self._functions: dict[str, RemoteFunction] = {}
         self._system_lib: RemoteModule | None = None
-        self._pending_frees: list[int] = []
+        self._pending_frees: list[tuple[str, int, int]] = []  # (kind, value, epoch or generation)
         self.proto = SessionProtocol(self._nonce, HOST_RECEIVE_LIMIT)
         self.stats = {"requests": 0, "resyncs": 0, "dropped": 0}
         self._start(first=True)
@@ -288,6 +124,7 @@ class Session:
             wire = proto.initiate()
         self._handshake(wire)
         self._need_resync = False
+        self._in_flight = False
         self._terminated = None
         reply = self._exchange(P.encode_init_server(), "InitServer")
         self._expect_return(reply, "InitServer")
@@ -310,14 +147,14 @@ class Session:
             ev = proto.next_event()
             t = type(ev)
             if t is SessionEstablished:
-                log.debug("session 0x%04x established with %s", ev.session_id, self.transport.describe())
+                log.debug("session 0x%04x established with %s", ev.session_id, self._peer)
                 return
             if ev is NEED_DATA:
                 now = time.monotonic()
                 if now >= deadline:
                     raise SessionTimeoutError(
                         f"timed out after {self.handshake_timeout_s:.3g} s waiting for the session "
-                        f"START_REPLY from {self.transport.describe()} ({inits} START_INIT sent)"
+                        f"START_REPLY from {self._peer} ({inits} START_INIT sent)"
                     )
                 if now >= next_retry:
                     self._write(proto.initiate(), "a session START_INIT", deadline - now)
@@ -367,6 +204,11 @@ class Session:
     def device(self) -> DLDevice:
         return CPU
 
+    @property
+    def _peer(self) -> str:  # any object with write/read/close works as a transport; describe() is optional
+        describe = getattr(self.transport, "describe", None)
+        return describe() if describe else type(self.transport).__name__
+
     # --- the request/reply engine ---------------------------------------------------------------------------
     def _check_open(self) -> None:
         if self._closed:
@@ -387,7 +229,7 @@ class Session:
         self._check_open()
         if self._terminated is not None:
             raise SessionTerminatedError(f"{self._terminated}; call reconnect() to start a new session")
-        if self._need_resync:
+        if self._need_resync or self._in_flight:
             self.stats["resyncs"] += 1
             log.info("restarting the session after a link error")
             self._memory_epoch += 1
@@ -395,19 +237,22 @@ class Session:
             self._start(first=False)
         if self._pending_frees:
             frees, self._pending_frees = self._pending_frees, []
-            for data in frees:
+            for kind, value, stamp in frees:
                 try:
-                    self._free_data(data, self._memory_epoch)
+                    if kind == "data":
+                        self._free_data(value, stamp)
+                    else:
+                        self._free_handle(value, stamp)
                 except RemoteError as exc:
-                    log.warning("freeing remote array 0x%x failed: %s", data, exc)
+                    log.warning("freeing remote %s 0x%x failed: %s", kind, value, exc)
 
     def _write(self, wire: bytes, what: str, timeout: float | None) -> None:
         try:
             self.transport.write(wire, timeout)
         except SessionTimeoutError as exc:
             self._need_resync = True
-            raise SessionTimeoutError(f"timed out writing {what} to {self.transport.describe()}: {exc}") from exc
-        except LinkClosedError as exc:
+            raise SessionTimeoutError(f"timed out writing {what} to {self._peer}: {exc}") from exc
+        except TransportError as exc:  # LinkClosedError, or any transport failure
             self._terminated = f"the link closed while sending {what}"
             raise LinkClosedError(f"{self._terminated}: {exc}") from exc
 
@@ -416,7 +261,7 @@ class Session:
             data = self.transport.read(_READ_SIZE, max(0.0, timeout))
         except SessionTimeoutError:
             return  # the caller checks its deadline
-        except LinkClosedError as exc:
+        except TransportError as exc:
             self._terminated = f"the link closed while waiting for {what}"
             raise LinkClosedError(f"{self._terminated}: {exc}") from exc
         self.proto.receive_data(data)
@@ -443,7 +288,7 @@ class Session:
                     self._need_resync = True
                     raise SessionTimeoutError(
                         f"timed out after {self.reply_timeout_s:.3g} s waiting for the reply "
-                        f"to {what} from {self.transport.describe()}"
+                        f"to {what} from {self._peer}"
                     )
                 self._receive(left, f"the reply to {what}")
             elif t is LogMessage:
@@ -469,8 +314,13 @@ class Session:
                 )
 
     def _exchange(self, packet: bytes, what: str) -> P.Reply:
+        # Whatever interrupts us between the request and its reply (an error, KeyboardInterrupt) leaves the
+        # link out of step: _in_flight stays set and the next request starts a new session first.
+        self._in_flight = True
         self._send(packet, what)
-        return self._await_reply(what)
+        reply = self._await_reply(what)
+        self._in_flight = False
+        return reply
 
     def _request(self, packet: bytes, what: str) -> P.Reply:
         self._ready()
@@ -500,6 +350,7 @@ class Session:
         """Send requests with up to `pipeline_depth` in flight; every reply is awaited (in order) even after
         a RemoteError, so the link stays in step; the first error is raised at the end."""
         self._ready()
+        self._in_flight = True
         inflight: deque[str] = deque()
         first_error: RemoteError | None = None
 
@@ -519,6 +370,7 @@ class Session:
             inflight.append(what)
         while inflight:
             settle()
+        self._in_flight = False
         if first_error is not None:
             raise first_error
 
@@ -545,7 +397,7 @@ class Session:
                 return (TypeCode.FLOAT, float(v))
         if not isinstance(v, DLDataType | DLDevice) and not isinstance(v, str | bytes | int | float):
             if all(hasattr(v, a) for a in ("code", "bits", "lanes")):
-                return (TypeCode.DATA_TYPE, _dl_dtype(v))
+                return (TypeCode.DATA_TYPE, dl_dtype(v))
             if hasattr(v, "device_type") and hasattr(v, "device_id"):
                 return (TypeCode.DEVICE, DLDevice(int(v.device_type), int(v.device_id)))
         try:
@@ -567,7 +419,7 @@ class Session:
             self._need_resync = True
             raise RemoteProtocolError(f"bad reply to {what}: {exc}") from exc
         if rtc == TypeCode.PACKED_FUNC_HANDLE:
-            return RemoteFunction(self, v, f"<function returned by {fname}>")
+            return RemoteFunction(self, v, f"<function returned by {fname}>", owned=True)
         if rtc == TypeCode.MODULE_HANDLE:
             return RemoteModule(self, v, f"<module returned by {fname}>")
         if rtc == TypeCode.NDARRAY_HANDLE:
@@ -614,7 +466,7 @@ class Session:
         limit_zero_time_iterations: int = 100,
         cooldown_interval_ms: int = 0,
         repeats_to_cooldown: int = 1,
-    ) -> Callable[..., list[float]]:
+    ) -> TimeEvaluator:
         """A callable timing `name` on the device with runtime.RPCTimeEvaluator: one warm-up call, then
         `repeat` measurements of `number` calls (grown until `min_repeat_ms`); it returns `repeat` mean
         seconds per call. `name` is a function of `module`, or with module=None a global function (the
@@ -644,14 +496,7 @@ class Session:
         if not isinstance(timer, RemoteFunction):
             raise RemoteError(f"runtime.RPCTimeEvaluator gave no timer for {name!r} (returned {timer!r})")
         timer.name = f"time_evaluator({name})"
-
-        def evaluate(*args: Any) -> list[float]:
-            raw = timer(*args)
-            if not isinstance(raw, bytes) or len(raw) != 8 * repeat:
-                raise RemoteProtocolError(f"{timer.name} returned {raw!r:.60}, expected {repeat} doubles as bytes")
-            return list(struct.unpack(f"<{repeat}d", raw))
-
-        return evaluate
+        return TimeEvaluator(timer, repeat)
 
     # --- remote arrays --------------------------------------------------------------------------------------
     def empty(self, shape: Sequence[int] | int, dtype: Any = "float32") -> RemoteNDArray:
@@ -659,7 +504,7 @@ class Session:
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         if any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in shape):
             raise ArgumentError(f"empty: shape must hold non-negative ints, got {shape}")
-        dt = _dl_dtype(dtype)
+        dt = dl_dtype(dtype)
         n = 1
         for d in shape:
             n *= d
@@ -683,7 +528,7 @@ class Session:
         """Upload a numpy array (or anything np.asarray takes) into a new remote tensor."""
         import numpy as np
 
-        src = _c_contiguous(np.asarray(source, dtype=dtype))
+        src = c_contiguous(np.asarray(source, dtype=dtype))
         arr = self.empty(src.shape, src.dtype)
         try:
             arr.copyfrom(src)
@@ -697,7 +542,19 @@ class Session:
 
     def _defer_free(self, data: int, epoch: int) -> None:  # called by the GC: must not do I/O
         if epoch == self._memory_epoch and not self._closed:
-            self._pending_frees.append(data)
+            self._pending_frees.append(("data", data, epoch))
+
+    def _defer_free_handle(self, handle: int, generation: int) -> None:  # called by the GC: no I/O
+        if generation == self._generation and not self._closed:
+            self._pending_frees.append(("function", handle, generation))
+
+    def _free_handle(self, handle: int, generation: int) -> None:
+        if self._closed or self._terminated is not None or generation != self._generation:
+            return
+        self._ready()
+        what = f"FreeHandle(0x{handle:x})"
+        args = [(TypeCode.OPAQUE_HANDLE, handle), (TypeCode.INT, int(TypeCode.PACKED_FUNC_HANDLE))]
+        self._expect_return(self._exchange(P.encode_syscall(RPCCode.FREE_HANDLE, args), what), what)
 
     def _free_data(self, data: int, epoch: int) -> None:
         if self._closed or self._terminated is not None:

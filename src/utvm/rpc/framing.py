@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import binascii
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from utvm.errors import LocalProtocolError
@@ -140,13 +140,19 @@ def _unescape_general(raw: bytes) -> bytes:
 
 def encode_packet(payload: bytes | bytearray | memoryview, *more: bytes | bytearray | memoryview) -> bytes:
     """Wire bytes of one packet whose payload is `payload` followed by `more` (no reset prefix)."""
-    length = len(payload) + sum(len(p) for p in more)
+    if more:
+        payload = b"".join((payload, *more))
+    length = len(payload)
     if length > MAX_LENGTH_FIELD:
         raise LocalProtocolError(f"packet payload of {length} bytes exceeds the u32 length field")
-    header = _START + escape(struct.pack("<I", length))
-    body = escape(b"".join((payload, *more)) if more else payload)
+    header = _START + _U32.pack(length).replace(b"\xff", b"\xff\xff")
+    body = bytes(payload).replace(b"\xff", b"\xff\xff")
     crc = binascii.crc_hqx(body, binascii.crc_hqx(header, 0xFFFF))
-    return b"".join((header, body, escape(crc.to_bytes(2, "little"))))
+    return b"".join((header, body, _U16.pack(crc).replace(b"\xff", b"\xff\xff")))
+
+
+_U32 = struct.Struct("<I")
+_U16 = struct.Struct("<H")
 
 
 class Framer:
@@ -162,12 +168,13 @@ class Framer:
 
     def send(self, payload: bytes | bytearray | memoryview, *more: bytes | bytearray | memoryview) -> bytes:
         """Wire bytes of one packet (payload = `payload` + `more`)."""
-        length = len(payload) + sum(len(p) for p in more)
-        if length > self.max_packet_size:
+        if more:
+            payload = b"".join((payload, *more))
+        if len(payload) > self.max_packet_size:
             raise LocalProtocolError(
-                f"packet payload of {length} bytes exceeds the maximum packet size {self.max_packet_size}"
+                f"packet payload of {len(payload)} bytes exceeds the maximum packet size {self.max_packet_size}"
             )
-        wire = encode_packet(payload, *more)
+        wire = encode_packet(payload)
         if self._after_reset:
             self._after_reset = False
             return RESET_PREFIX + wire
@@ -185,7 +192,6 @@ class FramingStats:
     too_long: int = 0  # length field above max_packet_size
     nops: int = 0
     junk_bytes: int = 0  # bytes outside any packet (boot noise, the reset FE, dropped packet bodies)
-    extra: dict[str, int] = field(default_factory=dict)
 
 
 _IDLE, _HEADER, _PAYLOAD, _CRC = range(4)

@@ -484,12 +484,31 @@ _DECODERS = (
 assert len(_DECODERS) == len(TypeCode)
 
 
+# Type codes whose values are one fixed-size scalar: a sequence of only these decodes with one struct call.
+_SCALAR_FORMAT = {0: "q", 1: "Q", 2: "d", 3: "Q", 4: "", 8: "Q", 9: "Q", 10: "Q", 13: "Q"}
+_scalar_structs: dict[tuple[int, ...], struct.Struct | None] = {}
+
+
+def _scalar_struct(codes: tuple[int, ...]) -> struct.Struct | None:
+    st = _scalar_structs.get(codes, False)
+    if st is False:
+        fmts = [_SCALAR_FORMAT.get(tc) for tc in codes]
+        st = None if None in fmts else struct.Struct("<" + "".join(fmts))  # type: ignore[arg-type]
+        if len(_scalar_structs) < 256:
+            _scalar_structs[codes] = st
+    return st  # type: ignore[return-value]
+
+
 def _dec_seq(r: _Reader) -> tuple[PackedArg, ...]:
     buf = r.buf
     (n,) = _I32.unpack_from(buf, r.need(4, "argument count"))
     if n < 0 or 4 * n > len(buf) - r.pos:
         raise RemoteProtocolError(f"{r.what}: argument count {n} does not fit the {len(buf) - r.pos} bytes left")
     codes = struct.unpack_from(f"<{n}i", buf, r.need(4 * n, "type codes"))
+    st = _scalar_struct(codes) if n <= 4 else None
+    if st is not None and len(buf) - r.pos >= st.size:  # the fast path: scalars only
+        values = iter(st.unpack_from(buf, r.need(st.size, "values")))
+        return tuple((_TC[tc], None if tc == 4 else next(values)) for tc in codes)
     out = []
     for i, tc in enumerate(codes):
         if not 0 <= tc <= 13:

@@ -81,7 +81,7 @@ class State(enum.Enum):
 
 
 # Actions (what happens to an incoming message):
-#   reply      answer a START_INIT: pick our nonce, queue START_REPLY, emit SessionEstablished(initiator=0)
+#   reply      answer a START_INIT: pick our nonce, queue START_REPLY, emit SessionEstablished (responder)
 #   arbitrate  simultaneous inits: the peer's nonce lower than ours -> reply; otherwise drop theirs
 #   accept     a START_REPLY carrying our nonce -> emit SessionEstablished(initiator=True); else drop
 #   deliver    a NORMAL message with our session id -> emit NormalMessage; else drop
@@ -227,8 +227,9 @@ class SessionProtocol:
 
     def send_normal(self, body: bytes | bytearray | memoryview) -> bytes:
         """Wire bytes of one NORMAL message (one whole RPC packet) in the established session."""
-        self._local("send_normal")
-        return self.framer.send(_HEADER.pack(self.session_id, MessageType.NORMAL), body)
+        if self.state is not State.ESTABLISHED:
+            self._local("send_normal")  # raises
+        return self.framer.send(_HEADER.pack(self.session_id, MessageType.NORMAL) + body)
 
     def send_log(self, text: bytes | str) -> bytes:
         self._local("send_log")

@@ -310,14 +310,14 @@ class SerialTransport(Transport):
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         serial = self._serial_mod
         try:
-            self.ser.timeout = timeout
+            if self.ser.timeout != timeout:  # setting it reconfigures the port: only when it changes
+                self.ser.timeout = timeout
             first = self.ser.read(1)
             if not first:
                 raise SessionTimeoutError(f"no data from {self.describe()} within {timeout:.3g} s")
             waiting = self.ser.in_waiting
             if waiting and max_bytes > 1:
-                self.ser.timeout = 0
-                return first + self.ser.read(min(waiting, max_bytes - 1))
+                return first + self.ser.read(min(waiting, max_bytes - 1))  # already there: no wait
             return first
         except serial.SerialException as exc:
             raise LinkClosedError(f"{self.describe()} failed while reading: {exc}") from exc
@@ -325,7 +325,8 @@ class SerialTransport(Transport):
     def write(self, data: bytes | bytearray | memoryview, timeout: float | None = None) -> None:
         serial = self._serial_mod
         try:
-            self.ser.write_timeout = timeout
+            if self.ser.write_timeout != timeout:
+                self.ser.write_timeout = timeout
             self.ser.write(bytes(data))
             self.ser.flush()
         except serial.SerialTimeoutException as exc:

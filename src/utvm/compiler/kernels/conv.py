@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from utvm.compiler.kernels import KernelCode, KernelContext, c_literal, offset_term, register
+from utvm.compiler.kernels import KernelCode, KernelContext, c_literal, register
 from utvm.compiler.kernels._window import Axis, origin_stmt, pos, tap_range
 from utvm.ops.conv2d import Conv2DParams
 
@@ -44,11 +44,29 @@ def _axes(p: Conv2DParams) -> tuple[Axis, Axis]:
 
 
 def _requant_terms(ctx: KernelContext, p: Conv2DParams, index: str) -> tuple[str, str]:
-    """C expressions of the multiplier and shift of output channel `index` (literals when uniform)."""
+    """C expressions of the multiplier and shift of output channel `index` (the const locals of
+    `_params_int8` when uniform, tables otherwise)."""
     if len(set(p.multiplier)) == 1 and len(set(p.shift)) == 1:
-        return str(p.multiplier[0]), str(p.shift[0])
+        return "output_multiplier", "output_shift"
     return (ctx.table("int32_t", p.multiplier, "multiplier") + f"[{index}]",
             ctx.table("int32_t", p.shift, "shift") + f"[{index}]")
+
+
+def _params_int8(p: Conv2DParams) -> str:
+    """The baked-in parameters as const locals (TFLM style); the C compiler folds them."""
+    lines = [f"const int32_t input_offset = {-p.input_zero_point};  /* -input zero point */",
+             f"const int32_t output_offset = {p.output_zero_point};",
+             f"const int32_t act_min = {int(p.act_min)};",
+             f"const int32_t act_max = {int(p.act_max)};"]
+    if len(set(p.multiplier)) == 1 and len(set(p.shift)) == 1:
+        lines += [f"const int32_t output_multiplier = {p.multiplier[0]};",
+                  f"const int32_t output_shift = {p.shift[0]};"]
+    return "\n".join(lines) + "\n"
+
+
+def _params_f32(p: Conv2DParams) -> str:
+    return (f"const float act_min = {c_literal(p.act_min, 'float32')};\n"
+            f"const float act_max = {c_literal(p.act_max, 'float32')};\n")
 
 
 def _accumulator_bound(ctx: KernelContext, p: Conv2DParams) -> str:
@@ -86,15 +104,14 @@ def _epilogue_int8(ctx: KernelContext, p: Conv2DParams, acc: str, oc: str, dst: 
     clamp = ctx.helper("clamp_i32")
     mult, shift = _requant_terms(ctx, p, oc)
     bias = f"{acc} += {ctx.inputs[2]}[{oc}];\n" if p.has_bias else ""
-    return (f"{bias}{acc} = {rq}({acc}, {mult}, {shift}){offset_term(p.output_zero_point)};\n"
-            f"{dst} = (int8_t){clamp}({acc}, {int(p.act_min)}, {int(p.act_max)});")
+    return (f"{bias}{acc} = {rq}({acc}, {mult}, {shift}) + output_offset;\n"
+            f"{dst} = (int8_t){clamp}({acc}, act_min, act_max);")
 
 
 def _epilogue_f32(ctx: KernelContext, p: Conv2DParams, acc: str, oc: str, dst: str) -> str:
     clamp = ctx.helper("clamp_f32")
-    lo, hi = c_literal(p.act_min, "float32"), c_literal(p.act_max, "float32")
     bias = f" + {ctx.inputs[2]}[{oc}]" if p.has_bias else ""
-    return f"{dst} = {clamp}({acc}{bias}, {lo}, {hi});"
+    return f"{dst} = {clamp}({acc}{bias}, act_min, act_max);"
 
 
 def _indent(text: str, levels: int) -> str:
@@ -144,14 +161,14 @@ def _conv2d(ctx: KernelContext, p: Conv2DParams) -> KernelCode:
     t = _T[p.dtype]
     if p.dtype == "int8":
         acc_decl = "int32_t acc = 0;"
-        mac = f"acc += ((int32_t)xp[ic]{offset_term(-p.input_zero_point)}) * (int32_t)wp[ic];"
+        mac = "acc += ((int32_t)xp[ic] + input_offset) * (int32_t)wp[ic];"
         epilogue = _epilogue_int8(ctx, p, "acc", "oc", "yp[oc]")
-        comment = _accumulator_bound(ctx, p) + "\n"
+        comment = _params_int8(p) + _accumulator_bound(ctx, p) + "\n"
     else:
         acc_decl = "float acc = 0.0f;"
         mac = "acc += xp[ic] * wp[ic];"
         epilogue = _epilogue_f32(ctx, p, "acc", "oc", "yp[oc]")
-        comment = ""
+        comment = _params_f32(p)
     group_in = " + gi * " + str(cg) if g > 1 else ""
     per_channel = f"""\
 const {t}* const wo = {wts} + oc * {kh * kw * cg};
@@ -189,15 +206,15 @@ def _depthwise(ctx: KernelContext, p: Conv2DParams) -> KernelCode:
     t = _T[p.dtype]
     if p.dtype == "int8":
         acc_t, zero = "int32_t", "0"
-        xv = f"(int32_t)xp[ic]{offset_term(-p.input_zero_point)}"
+        xv = "(int32_t)xp[ic] + input_offset"
         wv = "(int32_t)wp"
         epilogue = _epilogue_int8(ctx, p, "v", "oc", "yp[oc]")
-        comment = _accumulator_bound(ctx, p) + "\n"
+        comment = _params_int8(p) + _accumulator_bound(ctx, p) + "\n"
     else:
         acc_t, zero = "float", "0.0f"
         xv, wv = "xp[ic]", "wp"
         epilogue = _epilogue_f32(ctx, p, "v", "oc", "yp[oc]")
-        comment = ""
+        comment = _params_f32(p)
     if m == 1:
         mac = f"for (int32_t ic = 0; ic < {c}; ++ic) {{\n  acc[ic] += ({xv}) * {wv}[ic];\n}}"
     else:

@@ -64,7 +64,11 @@ for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {{
         pixel = _avg_int8_pixel(ctx, p, taps, tap_x, ay, ax)
     else:
         pixel = _avg_f32_pixel(ctx, p, taps, tap_x)
-    body = f"""\
+    note = ""
+    if p.op == "avg_pool2d" and p.dtype == "int8":
+        note = (f"/* The int32 window sum cannot overflow: |s| <= 128 * {kh * kw} taps"
+                f"{' + |zero point| * taps' if p.count_include_pad else ''}. */\n")
+    body = note + f"""\
 for (int32_t b = 0; b < {n}; ++b) {{
   const {t}* const xb = {x} + b * {h * w * c};
   for (int32_t oy = 0; oy < {oh}; ++oy) {{

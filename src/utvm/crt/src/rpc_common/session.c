@@ -330,10 +330,11 @@ static void session_report_drop(TVMSession* session, const char* reason, tvm_crt
   if (session->log_dropped_packets == 0U) {
     return;
   }
-  while ((reason[len] != '\0') && (len < (sizeof(text) - 9U))) {
-    text[len] = reason[len];
-    len++;
+  len = strlen(reason);
+  if (len > (sizeof(text) - 4U)) {
+    len = sizeof(text) - 4U;
   }
+  (void)memcpy(text, reason, len);
   for (shift = 12; shift >= 0; shift -= 4) {
     text[len] = kHex[((uint32_t)code >> (uint32_t)shift) & 0xFU];
     len++;

@@ -17,6 +17,8 @@
 #define MINRPC_PREFIX_BYTES 12U
 #define MINRPC_COPY_NDIM_END 32U      /* through i32 ndim */
 #define MINRPC_COPY_FIXED_BYTES 52U   /* header without the shape */
+/* Largest CopyFromRemote the reply packet (u32 length) can carry, with room for its headers. */
+#define MINRPC_MAX_REPLY_BYTES ((uint64_t)UINT32_MAX - 64U)
 
 /* --- a cursor over a received message (in the server's buffer, so strings can be terminated in place) --- */
 typedef struct {
@@ -447,7 +449,7 @@ static tvm_crt_error_t send_reply(TVMMinRpcServer* server, const Reply* reply) {
   writer.server = server;
   emit_reply_body(&counter, reply);
   if (counter.count > ((uint64_t)UINT32_MAX - 8U - 16U)) {
-    return send_exception(server, "reply too large for one packet");
+    return kTvmErrorFramingPacketTooLong; /* unreachable: requests are checked against MINRPC_MAX_REPLY_BYTES */
   }
   err = server->writer.start(server->writer.context, (uint32_t)(counter.count + 8U));
   if (err != kTvmErrorNoError) {
@@ -899,6 +901,11 @@ static tvm_crt_error_t handle_copy_from_remote(TVMMinRpcServer* server, Reader* 
   }
   if (!read_u64(r, &num_bytes)) {
     TVMMinRpcServer_SetError(server, "CopyFromRemote: message ends before nbytes");
+    return send_error(server);
+  }
+  if (num_bytes > MINRPC_MAX_REPLY_BYTES) {
+    TVMMinRpcServer_SetError(server, "CopyFromRemote: %lu bytes do not fit in one reply packet",
+                             (unsigned long)num_bytes);
     return send_error(server);
   }
   if ((check_end(server, r, "CopyFromRemote") != kTvmErrorNoError) ||

@@ -24,6 +24,8 @@ typedef struct {
   TVMSession session;
   TVMMinRpcServer rpc;
   uint8_t running;
+  /*! \brief Nonzero while a log message from the host is being received (read and ignored). */
+  uint8_t rx_log;
 } MicroRpcServer;
 
 static MicroRpcServer g_server;
@@ -45,20 +47,28 @@ static int get_crt_max_packet_size(TVMValue* args, int* type_codes, int num_args
 /* --- session -> MinRPC --- */
 static tvm_crt_error_t on_message_start(void* context, TVMSessionMessageType type, uint32_t body_size_bytes) {
   MicroRpcServer* server = (MicroRpcServer*)context;
-  if (type != kTVMSessionMessageNormal) {
-    return kTvmErrorSessionInvalidMessage; /* the host's log messages are of no use here */
+  server->rx_log = (type == kTVMSessionMessageNormal) ? 0U : 1U;
+  if (server->rx_log != 0U) {
+    return kTvmErrorNoError; /* a log message from the host: read and ignored */
   }
   return TVMMinRpcServer_MessageStart(&server->rpc, body_size_bytes);
 }
 
 static tvm_crt_error_t on_message_data(void* context, const uint8_t* data, size_t size_bytes) {
   MicroRpcServer* server = (MicroRpcServer*)context;
+  if (server->rx_log != 0U) {
+    return kTvmErrorNoError;
+  }
   return TVMMinRpcServer_MessageData(&server->rpc, data, size_bytes);
 }
 
 static tvm_crt_error_t on_message_end(void* context, TVMSessionMessageType type, tvm_crt_error_t verdict) {
   MicroRpcServer* server = (MicroRpcServer*)context;
   (void)type;
+  if (server->rx_log != 0U) {
+    server->rx_log = 0U;
+    return kTvmErrorNoError;
+  }
   return TVMMinRpcServer_MessageEnd(&server->rpc, verdict);
 }
 

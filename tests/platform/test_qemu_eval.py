@@ -1,0 +1,76 @@
+"""Evaluation on the QEMU boards through `utvm run`: MLPerf Tiny KWS and ResNet-8 int8 bit-exact on
+qemu-cortex-m3/-m4, deterministic cycles, per-operator profile (table, JSON, PNG)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from utvm.cli import main
+
+MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+KWS = MODELS / "mlperf_tiny" / "kws_ref_model.tflite"
+RESNET = MODELS / "mlperf_tiny" / "pretrainedResnet_quant.tflite"
+HELLO = MODELS / "tflm" / "hello_world_int8.tflite"
+
+
+def run_json(capsys: pytest.CaptureFixture, *argv: str) -> dict:
+    assert main(["run", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("board", ["qemu-cortex-m3", "qemu-cortex-m4"])
+@pytest.mark.parametrize("model", [KWS, RESNET], ids=["kws", "resnet8"])
+def test_mlperf_tiny_bit_exact(model: Path, board: str, capsys: pytest.CaptureFixture) -> None:
+    res = run_json(capsys, str(model), "--platform", board, "--check", "--seed", "11", "--repeat", "1")
+    assert res["bit_exact"] is True and res["max_abs_err"] == 0.0
+    # cycles = instructions per run under -icount shift=0 (1 ns per instruction)
+    assert res["cycles"] == round(res["latency_s"] * 1e9)
+    assert res["cycles"] > 1_000_000
+
+
+@pytest.mark.slow
+def test_two_runs_report_identical_cycles(capsys: pytest.CaptureFixture) -> None:
+    argv = [str(KWS), "--platform", "qemu-cortex-m4", "--repeat", "2"]
+    # Two boots of QEMU: the host's timing differs (when bytes arrive), the device's instruction count not.
+    first = run_json(capsys, *argv, "--seed", "1")
+    second = run_json(capsys, *argv, "--seed", "1")
+    assert first["cycles"] == second["cycles"]
+    assert first["latency_s"] == second["latency_s"]
+    assert first["outputs"] == second["outputs"]
+
+
+@pytest.mark.slow
+def test_profile_table_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    png = tmp_path / "profile.png"
+    argv = ["run", str(HELLO), "--platform", "qemu-cortex-m3", "--seed", "4", "--repeat", "1", "--profile",
+            "--profile-plot", str(png)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("  #  function") :].splitlines()
+    rows = [line.split() for line in table[2:5]]
+    assert [r[0] for r in rows] == ["1", "2", "3"]
+    times = [float(r[3]) for r in rows]
+    assert times == sorted(times, reverse=True) and times[-1] > 0
+    assert {r[1] for r in rows} == {"tvmgen_default_fused_dense_relu", "tvmgen_default_fused_dense_relu_1",
+                                    "tvmgen_default_fused_dense"}
+    assert "sum of 3 operators" in table[-1] and "whole model" in table[-1]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    res = run_json(capsys, str(HELLO), "--platform", "qemu-cortex-m3", "--seed", "4", "--repeat", "1", "--profile")
+    prof = res["profile"]
+    assert [p["function"] for p in prof] == [r[1] for r in rows]
+    assert all(p["cycles"] == round(p["seconds"] * 1e9) for p in prof)
+    # The operators' instructions are deterministic: the JSON run reads what the table run read.
+    assert [round(p["seconds"] * 1e6, 2) for p in prof] == times
+    # Each operator alone costs less than the whole model, which also pays for the calls between them.
+    assert sum(p["cycles"] for p in prof) < res["cycles"]
+
+
+def test_profile_needs_the_packed_convention(capsys: pytest.CaptureFixture) -> None:
+    argv = ["run", str(HELLO), "--platform", "host", "--profile", "--unpacked-api", "--repeat", "1"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "per-operator timing needs the packed convention" in err and "'unpacked'" in err
