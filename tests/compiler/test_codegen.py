@@ -243,3 +243,13 @@ def test_io_names_are_sanitized_into_macros_and_fields() -> None:
     assert "#define TVMGEN_ADD_PARTITIONEDCALL_0_SIZE 16384" in h
     assert "  int8_t* serving_default_input_2_0;" in h
     assert all(s.startswith("tvmgen_add_") for s in c.sources)
+
+
+@pytest.mark.parametrize("conv", ["packed", "c"])
+@pytest.mark.parametrize("model", ["mlperf_tiny/kws_ref_model.tflite", "mlperf_tiny/pretrainedResnet_quant.tflite"])
+def test_real_models_cross_compile_for_cortex_m(model: str, conv: str, tmp_path: Path) -> None:
+    """On arm-none-eabi int32_t is `long`: packed functions must still be exactly TVMBackendPackedCFunc."""
+    if shutil.which("arm-none-eabi-gcc") is None:
+        pytest.skip("arm-none-eabi-gcc is not installed")
+    compiled = compile(load(MODELS / model), **CONVENTIONS[conv])
+    _strict_compile(compiled, tmp_path, "arm-none-eabi-gcc", ("-O2", "-mcpu=cortex-m4", "-mthumb"))

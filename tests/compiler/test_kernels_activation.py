@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kernel_harness import UBSAN, Batch, assert_integer_only, ops_source, per_tensor, run_batch  # noqa: E402
+from kernel_harness import UBSAN, Batch, assert_cross_compiles, assert_integer_only, ops_source, per_tensor, run_batch  # noqa: E402
 
 from utvm.compiler import compile  # noqa: E402
 
@@ -52,6 +52,7 @@ def test_int8_activations_bit_exact(rounding: str) -> None:
     builds = (("packed", "-O2"), ("c", "-O0")) if rounding == "single" else (("unpacked", "-O2", UBSAN),)
     compiled = run_batch(_int8_batch(), rng, rounding=rounding, builds=builds, n_sets=3)
     assert_integer_only(compiled[0])
+    assert_cross_compiles(compiled[0], "cortex-m4")
 
 
 def test_float_activations() -> None:
@@ -63,6 +64,7 @@ def test_float_activations() -> None:
     compiled = run_batch(b, rng, builds=(("packed", "-O2"), ("unpacked", "-O0")), n_sets=2)
     src = ops_source(compiled[0])
     assert "expf(" in src and "tanhf(" in src
+    assert_cross_compiles(compiled[0], "cortex-m3")  # soft-float
 
 
 def test_int8_activation_is_one_table_and_runs_in_place() -> None:

@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kernel_harness import (  # noqa: E402
     UBSAN,
     Batch,
+    assert_cross_compiles,
     assert_integer_only,
     assert_spread,
     int8_weights,
@@ -107,6 +108,7 @@ def test_int8_conv_and_depthwise_bit_exact(rounding: str) -> None:
     builds = (("packed", "-O2"), ("c", "-O0")) if rounding == "single" else (("unpacked", "-O2", UBSAN),)
     compiled = run_batch(b, rng, rounding=rounding, builds=builds)
     assert_integer_only(compiled[0])
+    assert_cross_compiles(compiled[0], "cortex-m4")
 
 
 def test_float_conv_and_depthwise() -> None:
@@ -114,7 +116,8 @@ def test_float_conv_and_depthwise() -> None:
     b = Batch()
     for case in CONV_CASES:
         _add_case(b, rng, case, "float32")
-    run_batch(b, rng, builds=(("packed", "-O2"), ("unpacked", "-O0")))
+    compiled = run_batch(b, rng, builds=(("packed", "-O2"), ("unpacked", "-O0")))
+    assert_cross_compiles(compiled[0], "cortex-m3")  # soft-float
 
 
 def test_every_supported_activation_is_covered() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kernel_harness import Batch, assert_integer_only, ops_source, per_tensor, run_batch  # noqa: E402
+from kernel_harness import Batch, assert_cross_compiles, assert_integer_only, ops_source, per_tensor, run_batch  # noqa: E402
 
 from utvm.compiler import compile  # noqa: E402
 from utvm.compiler.kernels.layout import simplify_transpose  # noqa: E402
@@ -64,6 +64,7 @@ def test_int8_data_movement_bit_exact() -> None:
     rng = np.random.default_rng(51)
     compiled = run_batch(_batch("int8", rng), rng, builds=(("packed", "-O2"), ("c", "-O0")))
     assert_integer_only(compiled[0])
+    assert_cross_compiles(compiled[0], "cortex-m4")
 
 
 def test_float_and_int32_data_movement_exact() -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kernel_harness import UBSAN, Batch, assert_integer_only, ops_source, per_tensor, run_batch  # noqa: E402
+from kernel_harness import UBSAN, Batch, assert_cross_compiles, assert_integer_only, ops_source, per_tensor, run_batch  # noqa: E402
 
 # id, a shape, b shape, b constant?
 MATMUL_CASES = [
@@ -49,6 +49,7 @@ def test_int8_matmul_bit_exact(rounding: str) -> None:
     builds = (("packed", "-O2"), ("c", "-O0")) if rounding == "single" else (("unpacked", "-O2", UBSAN),)
     compiled = run_batch(_matmul_batch("int8", rng), rng, rounding=rounding, builds=builds)
     assert_integer_only(compiled[0])
+    assert_cross_compiles(compiled[0], "cortex-m4")
 
 
 def test_float_matmul_and_batch_norm() -> None:
@@ -67,6 +68,7 @@ def test_float_matmul_and_batch_norm() -> None:
     compiled = run_batch(b, rng, builds=(("packed", "-O2"), ("unpacked", "-O0")))
     src = ops_source(compiled[0])
     assert "sqrtf(" in src  # the run-time batch_norm computes its factors on the device
+    assert_cross_compiles(compiled[0], "cortex-m3")  # soft-float
 
 
 def test_batch_norm_with_constant_parameters_matches_exactly() -> None:

@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kernel_harness import (  # noqa: E402
     UBSAN,
     Batch,
+    assert_cross_compiles,
     assert_integer_only,
     assert_spread,
     ops_source,
@@ -82,11 +83,13 @@ def test_int8_pools_and_means_bit_exact(rounding: str) -> None:
     builds = (("packed", "-O2"), ("c", "-O0")) if rounding == "single" else (("unpacked", "-O2", UBSAN),)
     compiled = run_batch(b, rng, rounding=rounding, builds=builds, n_sets=3)
     assert_integer_only(compiled[0])
+    assert_cross_compiles(compiled[0], "cortex-m4")
 
 
 def test_float_pools_and_means() -> None:
     rng = np.random.default_rng(22)
-    run_batch(_pool_batch("float32", rng), rng, builds=(("packed", "-O2"), ("unpacked", "-O0")), n_sets=3)
+    compiled = run_batch(_pool_batch("float32", rng), rng, builds=(("packed", "-O2"), ("unpacked", "-O0")), n_sets=3)
+    assert_cross_compiles(compiled[0], "cortex-m3")  # soft-float
 
 
 def test_int8_avg_pool_rounds_half_away_from_zero_at_exact_halves() -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kernel_harness import UBSAN, Batch, assert_integer_only, per_tensor, run_batch  # noqa: E402
+from kernel_harness import UBSAN, Batch, assert_cross_compiles, assert_integer_only, per_tensor, run_batch  # noqa: E402
 
 from utvm.compiler import compile  # noqa: E402
 from utvm.compiler.local import LocalModel  # noqa: E402
@@ -42,7 +42,8 @@ def _batch() -> Batch:
 def test_quantize_requantize_dequantize_exact(rounding: str) -> None:
     rng = np.random.default_rng(61)
     builds = (("packed", "-O2"), ("c", "-O0")) if rounding == "single" else (("unpacked", "-O2", UBSAN),)
-    run_batch(_batch(), rng, rounding=rounding, builds=builds, n_sets=3, rtol=0.0)
+    compiled = run_batch(_batch(), rng, rounding=rounding, builds=builds, n_sets=3, rtol=0.0)
+    assert_cross_compiles(compiled[0], "cortex-m3")  # soft-float
 
 
 def test_float_to_int8_rounds_exact_halves_away_from_zero_and_saturates() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from utvm.errors import ArgumentError, RemoteProtocolError
+from utvm.errors import ArgumentError
 
 
 @dataclass(frozen=True)
@@ -41,28 +41,6 @@ def _random(shape: Sequence[int], dtype: str, rng: np.random.Generator) -> np.nd
         return rng.integers(0, 2, tuple(shape)).astype(np.bool_)
     info = np.iinfo(dtype)
     return rng.integers(info.min, info.max, tuple(shape), endpoint=True).astype(dtype)
-
-
-def _time_once(session: Any, mod: Any, name: str, repeat: int, arrays: Sequence[Any]) -> list[float]:
-    """runtime.RPCTimeEvaluator for `name`, called once, then freed on the device: the CRT holds only
-    TVM_CRT_MAX_TIME_EVALUATORS evaluators at a time and a model has more operators than that."""
-    import struct
-
-    from utvm.rpc.protocol import RPCCode
-    from utvm.runtime.typecodes import TypeCode
-
-    make = session.get_function("runtime.RPCTimeEvaluator")
-    dev = session.device
-    timer = make(mod, name, dev.device_type, dev.device_id, 1, repeat, 0, 100, 0, 1, 0, "")
-    try:
-        raw = timer(*arrays)
-    finally:
-        session._syscall(RPCCode.FREE_HANDLE, [(TypeCode.OPAQUE_HANDLE, timer.handle),
-                                               (TypeCode.INT, int(TypeCode.PACKED_FUNC_HANDLE))],
-                         f"FreeHandle of time_evaluator({name})")
-    if not isinstance(raw, bytes) or len(raw) != 8 * repeat:
-        raise RemoteProtocolError(f"time_evaluator({name}) returned {raw!r:.60}, expected {repeat} doubles")
-    return list(struct.unpack(f"<{repeat}d", raw))
 
 
 def profile_operators(
@@ -90,7 +68,9 @@ def profile_operators(
                     arrays.append(session.array(_random(t.shape, t.dtype, rng)))
                 else:
                     arrays.append(session.empty(t.shape, t.dtype))
-            seconds = float(np.median(_time_once(session, mod, op.name, repeat, arrays)))
+            # One evaluator per operator, freed at once: the device has only a few evaluator slots.
+            with session.time_evaluator(op.name, module=mod, number=1, repeat=repeat, min_repeat_ms=0) as timer:
+                seconds = float(np.median(timer(*arrays)))
         finally:
             for a in arrays:
                 a.free()

@@ -20,8 +20,9 @@ Rules for kernel bodies (they are checked by the tests of every op):
 - Shapes, quantization parameters and constants are baked in: read them from `ctx.params()` and the
   tensors, and emit tables with `ctx.table(...)` (a `static const` array at file scope).
 - Portable C99 only. int8 paths use no libm and no floating point; float kernels that call <math.h>
-  set `uses_libm=True`. Integer helpers (requantization with the model's rounding, saturation) come from
-  `ctx.helper(name)`, which emits each helper once per file: the rounding choice lives there only.
+  set `uses_libm=True`. Integer helpers (requantization, saturation, gemmlowp primitives) come from
+  `ctx.helper(name)`, which emits each helper once per file: the rounding choice lives there only
+  (`ctx.helper("requant", params.rounding)`: the op module resolved which rounding that op uses).
 - Return 0 on success (the body's last statement is `return 0;`); a nonzero value is an error code.
 - `inplace`: indices of inputs whose buffer the output 0 may share (the kernel reads element i of that
   input before it writes element i of the output, and reads no element j < i afterwards). The memory

@@ -306,17 +306,19 @@ static tvm_crt_error_t unframer_data_byte(TVMUnframer* unframer, uint8_t byte) {
 /* The second byte of an FF xx pair. */
 static tvm_crt_error_t unframer_escape_pair(TVMUnframer* unframer, uint8_t second) {
   const uint8_t pair[2] = {TVM_FRAMING_ESCAPE, second};
-  const int counted = (unframer->state == (uint8_t)kTVMUnframerLength) ||
-                      (unframer->state == (uint8_t)kTVMUnframerPayload);
+  const int counted = ((unframer->state == (uint8_t)kTVMUnframerLength) ||
+                       (unframer->state == (uint8_t)kTVMUnframerPayload))
+                          ? 1
+                          : 0;
   tvm_crt_error_t err = kTvmErrorNoError;
   switch (second) {
     case TVM_FRAMING_ESCAPE:
-      if (counted) {
+      if (counted != 0) {
         unframer->crc = TVMCrc16_Update(unframer->crc, pair, sizeof(pair));
       }
       return unframer_data_byte(unframer, TVM_FRAMING_ESCAPE);
     case TVM_FRAMING_NOP:
-      if (counted) {
+      if (counted != 0) {
         unframer->crc = TVMCrc16_Update(unframer->crc, pair, sizeof(pair));
       }
       return kTvmErrorNoError;

@@ -238,12 +238,13 @@ static tvm_crt_error_t session_control(TVMSession* session) {
   uint16_t id = (uint16_t)((uint16_t)session->rx_header[0] | (uint16_t)((uint16_t)session->rx_header[1] << 8));
   uint8_t initiator_nonce = (uint8_t)(id & 0xFFU);
   uint8_t responder_nonce = (uint8_t)(id >> 8);
-  int version_ok = (session->rx_control_len == 1U) && (session->rx_control_byte == TVM_SESSION_VERSION);
+  int version_ok =
+      ((session->rx_control_len == 1U) && (session->rx_control_byte == TVM_SESSION_VERSION)) ? 1 : 0;
   switch (session->rx_type) {
     case kTVMSessionMessageStartInit: {
       static const uint8_t kVersion[1] = {TVM_SESSION_VERSION};
       tvm_crt_error_t err;
-      if ((initiator_nonce == TVM_SESSION_INVALID_NONCE) || !version_ok) {
+      if ((initiator_nonce == TVM_SESSION_INVALID_NONCE) || (version_ok == 0)) {
         session_report_drop(session, "session: bad start-init (nonce 0 or unsupported version)",
                             kTvmErrorSessionInvalidMessage);
         return kTvmErrorNoError;
@@ -271,7 +272,7 @@ static tvm_crt_error_t session_control(TVMSession* session) {
     }
     case kTVMSessionMessageStartReply:
       if ((session->state == (uint8_t)kTVMSessionStateStartSent) && (initiator_nonce == session->nonce) &&
-          (responder_nonce != TVM_SESSION_INVALID_NONCE) && version_ok) {
+          (responder_nonce != TVM_SESSION_INVALID_NONCE) && (version_ok != 0)) {
         session->session_id = id;
         session->state = (uint8_t)kTVMSessionStateEstablished;
         session_event(session, kTVMSessionEventEstablished);

@@ -324,10 +324,16 @@ static tvm_crt_error_t check_args(TVMMinRpcServer* server, const char* what, int
   }
   for (i = 0; i < expected; ++i) {
     const int tc = server->type_codes[i];
-    const int ok = (codes[i] >= 0) ? (tc == codes[i])
-                                   : ((tc == (int)kTVMOpaqueHandle) || (tc == (int)kTVMNullptr) ||
-                                      (tc == (int)kTVMModuleHandle) || (tc == (int)kTVMPackedFuncHandle));
-    if (!ok) {
+    int ok;
+    if (codes[i] >= 0) {
+      ok = (tc == codes[i]) ? 1 : 0;
+    } else {
+      ok = ((tc == (int)kTVMOpaqueHandle) || (tc == (int)kTVMNullptr) || (tc == (int)kTVMModuleHandle) ||
+            (tc == (int)kTVMPackedFuncHandle))
+               ? 1
+               : 0;
+    }
+    if (ok == 0) {
       TVMMinRpcServer_SetError(server, "%s: argument %d has type code %d, expected %d", what, i, tc,
                                (codes[i] >= 0) ? codes[i] : (int)kTVMOpaqueHandle);
       return kTvmErrorFunctionCallWrongArgType;
@@ -353,7 +359,7 @@ static void emit_u64(Emitter* e, uint64_t value) {
   uint8_t bytes[8];
   int i;
   for (i = 0; i < 8; ++i) {
-    bytes[i] = (uint8_t)((value >> (8 * i)) & 0xFFU);
+    bytes[i] = (uint8_t)((value >> (8U * (unsigned)i)) & 0xFFU);
   }
   emit(e, bytes, sizeof(bytes));
 }

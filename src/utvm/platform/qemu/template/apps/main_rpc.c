@@ -91,6 +91,9 @@ int main(void) {
     uint8_t buf[256];
     uint8_t* data = buf;
     size_t size = utvm_uart_read_available(buf, sizeof(buf));
+    if (size == 0u) {
+      utvm_uart_wait_rx();
+    }
     while (size > 0u) {
       err = MicroTVMRpcServerLoop(server, &data, &size);
       if (err == kTvmErrorPlatformShutdown) {

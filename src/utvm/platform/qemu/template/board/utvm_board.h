@@ -24,6 +24,8 @@ void utvm_uart_puts(const char* text);
 uint8_t utvm_uart_getc(void);
 /*! Non-blocking: store up to `max_bytes` already received bytes; returns how many (0 if none). */
 size_t utvm_uart_read_available(uint8_t* out, size_t max_bytes);
+/*! Sleep (WFI) until a byte has arrived. Interrupts stay masked: the RX interrupt only wakes the core. */
+void utvm_uart_wait_rx(void);
 
 /* --- SysTick timing (timer.c) ------------------------------------------------------------------------ */
 /*! Restart the tick counter at zero. Re-anchors the tick grid at this instruction, so a reading taken a

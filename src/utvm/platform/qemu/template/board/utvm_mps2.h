@@ -44,5 +44,14 @@
 #define UTVM_UART_STATE_RXOVR (1u << 3)
 #define UTVM_UART_CTRL_TXEN (1u << 0)
 #define UTVM_UART_CTRL_RXEN (1u << 1)
+#define UTVM_UART_CTRL_RXINTEN (1u << 3)
+#define UTVM_UART_INT_RX (1u << 1)
+/*! UART0's receive interrupt line on the MPS2 images (external interrupt 0). */
+#define UTVM_UART0_RX_IRQ 0u
+
+/* --- NVIC (Armv7-M ARM, B3.4) ------------------------------------------------------------------------- */
+#define UTVM_NVIC_ISER0 UTVM_REG32(0xE000E100u) /*!< set-enable, interrupts 0-31 */
+#define UTVM_NVIC_ICER0 UTVM_REG32(0xE000E180u) /*!< clear-enable, interrupts 0-31 */
+#define UTVM_NVIC_ICPR0 UTVM_REG32(0xE000E280u) /*!< clear-pending, interrupts 0-31 */
 
 #endif /* UTVM_MPS2_H_ */
