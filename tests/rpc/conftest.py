@@ -8,7 +8,9 @@ log, sleep_ms) and TVM_CRT_MAX_PACKET_SIZE_BYTES = 2048. Platforms that need an 
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -72,8 +74,55 @@ def start_host(wrap: Callable[[Transport], Transport] | None = None, **kwargs: A
 
 # name -> starter(wrap=None, **session_kwargs) -> Session. Each starter leaves `session.transport` (or its
 # `.inner` when wrapped) with a kill() that makes the device vanish as if it crashed.
+def start_qemu(platform_name: str, wrap: Callable[[Transport], Transport] | None = None, **kwargs: Any) -> Session:
+    """A session to the QEMU platform's RPC firmware (built once, cached by content) over its emulated UART."""
+    from utvm.platform import get_platform
+    from utvm.platform.qemu.platform import QemuTransport
+
+    plat = get_platform(platform_name)
+    transport = QemuTransport(plat.board, plat.build(with_test_functions=True))  # has kill() and proc
+    try:
+        return Session(wrap(transport) if wrap else transport, **{**E2E_SESSION_KWARGS, **kwargs})
+    except BaseException:
+        transport.close(grace=0.0)
+        raise
+
+
 PLATFORM_STARTERS: dict[str, Callable[..., Session]] = {"host": start_host}
 LINK_PLATFORMS = [pytest.param("host", id="host")]
+
+# The same link tests against the Cortex-M firmware in QEMU (marked slow). The emulated UART takes about
+# 30 KB/s towards the device and the boards have 4 MiB of RAM, so tests moving more than
+# QEMU_MAX_TENSOR_BYTES in one tensor run on the host platform only (deselected below, by their size).
+QEMU_LINK_PLATFORMS = ("qemu-cortex-m3", "qemu-cortex-m4")
+QEMU_MAX_TENSOR_BYTES = 64 * 1024
+QEMU_HOST_ONLY_TESTS = {"test_add_one_16_mib": 16 << 20}  # test -> bytes of its tensor
+for _name in QEMU_LINK_PLATFORMS:
+    PLATFORM_STARTERS[_name] = functools.partial(start_qemu, _name)
+    LINK_PLATFORMS.append(pytest.param(_name, id=_name, marks=pytest.mark.slow))
+
+
+def _tensor_bytes(item: pytest.Item) -> int:
+    callspec = getattr(item, "callspec", None)
+    shape = callspec.params.get("shape") if callspec else None
+    if shape is not None:
+        return 4 * math.prod(shape)  # float32 tensors
+    return QEMU_HOST_ONLY_TESTS.get(getattr(item, "originalname", item.name), 0)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect QEMU runs of link tests whose tensors exceed what the emulated board can take."""
+    keep, drop = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        platform = callspec.params.get("link_device", callspec.params.get("link_starter")) if callspec else None
+        if platform in QEMU_LINK_PLATFORMS and _tensor_bytes(item) > QEMU_MAX_TENSOR_BYTES:
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")

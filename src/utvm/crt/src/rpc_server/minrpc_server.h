@@ -27,10 +27,7 @@
 extern "C" {
 #endif
 
-/*! Longest Exception text the server formats itself (bytes, with the NUL). RAM: this many bytes. */
-#ifndef TVM_CRT_RPC_EXCEPTION_MESSAGE_BYTES
-#define TVM_CRT_RPC_EXCEPTION_MESSAGE_BYTES 128
-#endif
+/* TVM_CRT_RPC_EXCEPTION_MESSAGE_BYTES (longest Exception text) comes from config.h. */
 
 /*! \brief RPC codes (DESIGN.md §5.3); values are wire format. */
 typedef enum {

@@ -28,9 +28,10 @@
 #define TVM_CRT_MAX_NDIM 6
 #endif
 
-/*! Maximum arguments to one PackedFunc call over RPC. RAM: ~16 bytes per argument. */
+/*! Maximum arguments to one PackedFunc call over RPC (runtime.RPCTimeEvaluator takes 12).
+ * RAM: ~48 bytes per argument in the RPC server. */
 #ifndef TVM_CRT_MAX_ARGS
-#define TVM_CRT_MAX_ARGS 10
+#define TVM_CRT_MAX_ARGS 16
 #endif
 
 /*! Size of the buffer holding global function names + pointers (bytes). RAM: this many bytes. */
@@ -83,6 +84,17 @@
 #define TVM_CRT_PAGE_BITS 10
 #endif
 
+/*! Size of the RPC framer's output staging buffer (bytes, >= 8). RAM: this many bytes per framer. Bigger
+ * means fewer calls of the write function (a whole escaped packet gives one write per reply). */
+#ifndef TVM_CRT_FRAMER_BUFFER_SIZE_BYTES
+#define TVM_CRT_FRAMER_BUFFER_SIZE_BYTES 64
+#endif
+
+/*! Longest Exception text the RPC server formats itself (bytes, with the NUL). RAM: this many bytes. */
+#ifndef TVM_CRT_RPC_EXCEPTION_MESSAGE_BYTES
+#define TVM_CRT_RPC_EXCEPTION_MESSAGE_BYTES 128
+#endif
+
 /*! Alignment of workspace and NDArray allocations (bytes, a power of two). */
 #ifndef TVM_CRT_ALLOC_ALIGNMENT_BYTES
 #define TVM_CRT_ALLOC_ALIGNMENT_BYTES 16
@@ -99,6 +111,9 @@
 #endif
 #if (TVM_CRT_MAX_NDIM < 1) || (TVM_CRT_MAX_NDIM > 32)
 #error "crt_config.h: TVM_CRT_MAX_NDIM must be 1 .. 32"
+#endif
+#if TVM_CRT_FRAMER_BUFFER_SIZE_BYTES < 8
+#error "crt_config.h: TVM_CRT_FRAMER_BUFFER_SIZE_BYTES must be >= 8"
 #endif
 #if TVM_CRT_MAX_ARGS < 1
 #error "crt_config.h: TVM_CRT_MAX_ARGS must be >= 1"

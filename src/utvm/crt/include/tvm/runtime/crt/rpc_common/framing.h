@@ -32,15 +32,7 @@
 extern "C" {
 #endif
 
-/*! Size of the framer's output staging buffer (bytes, >= 8). RAM: this many bytes per framer. Bigger
- * means fewer calls of the write function: the host build makes it hold a whole escaped packet. */
-#ifndef TVM_CRT_FRAMER_BUFFER_SIZE_BYTES
-#define TVM_CRT_FRAMER_BUFFER_SIZE_BYTES 64
-#endif
-
-#if TVM_CRT_FRAMER_BUFFER_SIZE_BYTES < 8
-#error "TVM_CRT_FRAMER_BUFFER_SIZE_BYTES must be at least 8"
-#endif
+/* TVM_CRT_FRAMER_BUFFER_SIZE_BYTES (the output staging buffer) comes from config.h. */
 
 /*! \brief Escape byte and the second bytes of the control sequences. */
 #define TVM_FRAMING_ESCAPE 0xFFU
