@@ -95,7 +95,7 @@ LINK_PLATFORMS = [pytest.param("host", id="host")]
 # 30 KB/s towards the device and the boards have 4 MiB of RAM, so tests moving more than
 # QEMU_MAX_TENSOR_BYTES in one tensor run on the host platform only (deselected below, by their size).
 QEMU_LINK_PLATFORMS = ("qemu-cortex-m3", "qemu-cortex-m4")
-QEMU_MAX_TENSOR_BYTES = 64 * 1024
+QEMU_MAX_TENSOR_BYTES = 256 * 1024
 QEMU_HOST_ONLY_TESTS = {"test_add_one_16_mib": 16 << 20}  # test -> bytes of its tensor
 for _name in QEMU_LINK_PLATFORMS:
     PLATFORM_STARTERS[_name] = functools.partial(start_qemu, _name)
