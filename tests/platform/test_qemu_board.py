@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from utvm.errors import PlatformError, SessionTimeoutError, TransportError
+from utvm.errors import LinkClosedError, PlatformError, SessionTimeoutError, TransportError
 from utvm.platform.qemu.boards import BOARDS, get_board
 from utvm.platform.qemu.project import (
     APPS_DIR,
@@ -19,7 +19,7 @@ from utvm.platform.qemu.project import (
     crt_config_text,
     generate_project,
 )
-from utvm.platform.qemu.runner import QemuProcess, qemu_command
+from utvm.platform.qemu.runner import QemuTransport, qemu_command
 
 
 def hello_spec(board_name: str) -> FirmwareSpec:
@@ -73,8 +73,7 @@ def test_generated_project_builds_with_make_alone(tmp_path) -> None:
 def run_hello(board_name: str, delay: float, status: int) -> tuple[bytes, bytes]:
     """Boot the hello firmware, wait `delay` s before talking; returns (random hex, tick line)."""
     project = build_firmware(hello_spec(board_name), "hello")
-    with QemuProcess(BOARDS[board_name], project / "build" / "firmware.elf") as q:
-        q.wait_for_output(10)
+    with QemuTransport(BOARDS[board_name], project / "build" / "firmware.elf", first_bytes_timeout=10) as q:
         assert q.read_until(b"\n", 10) == b"utvm-hello\n"
         random_line = q.read_until(b"\n", 10)
         time.sleep(delay)
@@ -104,12 +103,12 @@ def test_hello_firmware(board_name: str) -> None:
 @pytest.mark.slow
 def test_close_kills_a_firmware_that_does_not_exit() -> None:
     project = build_firmware(hello_spec("qemu-cortex-m3"), "hello")
-    q = QemuProcess(BOARDS["qemu-cortex-m3"], project / "build" / "firmware.elf")
-    q.wait_for_output(10)
+    q = QemuTransport(BOARDS["qemu-cortex-m3"], project / "build" / "firmware.elf")
     with pytest.raises(SessionTimeoutError, match="did not exit"):
         q.wait(0.2)  # it waits for 256 bytes that never come
-    pid = q.pid
-    assert q.close() is not None
+    pid = q.proc.pid
+    q.close(grace=0.1)
+    assert q.proc.returncode is not None
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
     with pytest.raises(TransportError, match="closed"):
@@ -120,6 +119,5 @@ def test_close_kills_a_firmware_that_does_not_exit() -> None:
 def test_fault_exit_status_names_the_exception(tmp_path) -> None:
     crash = "int main(void) { return *(volatile int*)0xF0000000u; }\n"  # bus fault -> HardFault
     project = build_firmware(FirmwareSpec(BOARDS["qemu-cortex-m3"], {"main.c": crash}), "crash")
-    with QemuProcess(BOARDS["qemu-cortex-m3"], project / "build" / "firmware.elf") as q:
-        with pytest.raises(TransportError, match=r"status 131 .*exception 3"):
-            q.read(1, 10)
+    with pytest.raises(LinkClosedError, match=r"exited with code 131 .*firmware fault: exception 3"):
+        QemuTransport(BOARDS["qemu-cortex-m3"], project / "build" / "firmware.elf")

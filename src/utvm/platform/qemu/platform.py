@@ -15,18 +15,18 @@ template/ + template/apps/main_rpc.c, optionally the platform-neutral test libra
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from utvm.errors import LinkClosedError, PlatformError
-from utvm.platform.qemu.boards import INSTRUCTIONS_PER_SECOND, Board, get_board
+__all__ = ["QemuPlatform", "QemuTransport", "QemuCortexM3Platform", "QemuCortexM4Platform",
+           "QemuCortexM7Platform"]
+
+from utvm.errors import PlatformError
+from utvm.platform.qemu.boards import INSTRUCTIONS_PER_SECOND, get_board
 from utvm.platform.qemu.project import APPS_DIR, FirmwareSpec, build_firmware
-from utvm.platform.qemu.runner import qemu_command
-from utvm.rpc.transport import SubprocessTransport
+from utvm.platform.qemu.runner import QemuTransport
 
 #: The host platform's test library is platform neutral (C99 + CRT); the QEMU firmware links the same file.
 TEST_FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "host"
@@ -41,49 +41,6 @@ DEFAULT_CRT_CONFIG: dict[str, int] = {
 }
 #: Static pool behind TVMPlatformMemoryAllocate (RPC arrays): 1 MiB of the board's 4 MiB of RAM.
 PLATFORM_MEMORY_BYTES = 1024 * 1024
-FIRST_BYTES_TIMEOUT_S = 20.0
-
-
-class QemuTransport(SubprocessTransport):
-    """The link over QEMU's UART0 (stdio chardev, binary clean). Waits for the firmware's first bytes (its
-    boot-time session terminate) before anyone may send; close() kills this QEMU (by PID) if the firmware
-    has not ended the emulation itself within `grace` seconds."""
-
-    def __init__(self, board: Board, elf: Path, first_bytes_timeout: float = FIRST_BYTES_TIMEOUT_S) -> None:
-        self.board = board
-        self.elf = Path(elf)
-        super().__init__(qemu_command(board, self.elf, seed=os.urandom(16).hex()))
-        try:
-            self._ahead += self.read(4096, first_bytes_timeout)
-        except BaseException:
-            self.close(grace=0.0)
-            raise
-
-    def describe(self) -> str:
-        return f"QEMU {self.board.machine} running {self.elf.name} (pid {self.proc.pid})"
-
-    def _closed_error(self, doing: str) -> LinkClosedError:
-        err = super()._closed_error(doing)
-        code = self.proc.poll()
-        if code is not None and code >= 128:
-            return LinkClosedError(f"{err} (firmware fault: exception {code - 128}; see board/startup.c)")
-        return err
-
-    def close(self, grace: float = 1.0) -> None:  # type: ignore[override]
-        if self._closed:
-            return
-        self._closed = True
-        for f in (self.proc.stdin, self.proc.stdout):
-            try:
-                f.close()  # type: ignore[union-attr]
-            except OSError:
-                pass
-        try:
-            self.proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._stderr.close()
 
 
 class QemuPlatform:

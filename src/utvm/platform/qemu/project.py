@@ -173,7 +173,9 @@ def build_firmware(spec: FirmwareSpec, name: str = "firmware") -> Path:
     """
     with tempfile.TemporaryDirectory(prefix="utvm-qemu-gen-") as tmp:
         staged = generate_project(spec, Path(tmp) / "project")
-        extra = [cc.compiler_version(cross_tool("gcc")), spec.board.name, "qemu-firmware-v1"]
+        # hash_inputs keys files by name and content; the layout (which directory a file is in) matters too.
+        layout = sorted(str(p.relative_to(staged)) for p in staged.rglob("*") if p.is_file())
+        extra = [cc.compiler_version(cross_tool("gcc")), spec.board.name, "qemu-firmware-v2", *layout]
 
         def builder(out: Path) -> Path:
             project = out / "project"
