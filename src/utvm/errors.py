@@ -130,3 +130,8 @@ class CRTArgumentError(CRTError, ArgumentError):
 # --- the link (appended by the RPC client; keep with its family above when merging) -----------------------
 class LinkClosedError(SessionTerminatedError, TransportError):
     """The byte stream ended: the device process exited, the socket or serial port closed."""
+
+
+# --- checking (appended by the oracle; keep with its family above when merging) ----------------------------
+class OracleError(UtvmError):
+    """A reference interpreter (TFLite, onnxruntime) is missing, failed on a model or crashed."""

@@ -14,7 +14,10 @@ import pytest
 from utvm.cli import main
 from utvm.compiler import compile, export_model_library_format
 from utvm.frontend import load
+from utvm.platform.qemu.boards import get_board
 from utvm.platform.qemu.deploy import parse_deploy_output
+from utvm.platform.qemu.runner import QemuTransport
+from utvm.rpc import Session
 
 MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
 KWS = MODELS / "mlperf_tiny" / "kws_ref_model.tflite"
@@ -86,12 +89,25 @@ def test_packed_entry_point_deploy_from_an_mlf(tmp_path: Path, convention: list[
     np.testing.assert_array_equal(dep.outputs["StatefulPartitionedCall:0"], want)  # float32 bits, exactly
 
 
-def test_with_rpc_links_the_server_and_registry(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_with_rpc_prints_then_serves_the_system_library(tmp_path: Path) -> None:
     project = tmp_path / "fw"
     assert main(["deploy", str(HELLO), "--platform", "qemu-cortex-m3", "-o", str(project), "-q", "--build",
                  "--seed", "1", "--with-rpc"]) == 0
-    syms = symbols(project / "build" / "firmware.elf")
+    elf = project / "build" / "firmware.elf"
+    syms = symbols(elf)
     assert {"MicroTVMRpcServerInit", "TVMSystemLibEntryPoint", "tvmgen_default_run"} <= syms
+    from utvm.cli.run import _read_inputs
+
+    (sample,) = _read_inputs(compile(load(HELLO)), [], 1)  # what --seed 1 put in utvm_samples.h
+    transport = QemuTransport(get_board("qemu-cortex-m3"), elf, first_bytes_timeout=10)
+    text = transport.read_until(b"rpc\n", 10).decode()
+    printed = parse_deploy_output(text).outputs["StatefulPartitionedCall:0"]
+    with Session(transport, handshake_timeout_s=20.0) as sess:  # the same UART now speaks the RPC link
+        run = sess.system_lib().get_function("tvmgen_default_run")
+        x, y = sess.array(sample), sess.empty((1, 1), "int8")
+        run(x, y)
+        assert y.numpy().tolist() == printed.tolist()
 
 
 def test_deploy_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

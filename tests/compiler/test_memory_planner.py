@@ -106,3 +106,13 @@ def test_check_rejects_an_overlapping_plan() -> None:
     items = [Interval(0, 32, 0, 1), Interval(1, 32, 1, 2)]
     with pytest.raises(CompileError, match="buffers 0 and 1 are live together at steps 1..1"):
         memory.check(items, {0: 0, 1: 16})
+
+
+def test_two_sided_plan_only_for_bipartite_conflicts() -> None:
+    chain = [Interval(i, s, i, i + 1) for i, s in enumerate([100, 300, 20, 500, 40])]
+    offsets = memory.two_sided(chain, memory._conflict_lists(chain))
+    assert offsets is not None
+    memory.check(chain, offsets)
+    assert memory._pool_size(chain, offsets) == lower_bound(chain)
+    triangle = [Interval(0, 16, 0, 2), Interval(1, 16, 1, 2), Interval(2, 16, 2, 2)]  # three live at step 2
+    assert memory.two_sided(triangle, memory._conflict_lists(triangle)) is None

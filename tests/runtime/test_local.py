@@ -361,3 +361,82 @@ def test_system_lib_missing_is_a_clear_error(rt: local.LocalRuntime) -> None:
         local.system_lib()
     assert info.value.code == ERRORS["kTvmErrorSystemLibMissing"]
     assert "runtime.SystemLib" in str(info.value) and "no system library" in str(info.value)
+
+
+# --- the Backend interface (shared with utvm.rpc.Session; tests/rpc/test_backends.py runs both) ------------
+def test_local_runtime_is_a_backend(rt: local.LocalRuntime) -> None:
+    from utvm.runtime import Backend, NDArrayBase
+
+    assert isinstance(rt, Backend) and rt.device == cpu(0)
+    assert rt.get_function("utvm.local.add_int")(1, 2) == 3
+    assert rt.get_function("no.such.function", allow_missing=True) is None
+    with pytest.raises(FunctionNotFoundError, match="'no.such.function'"):
+        rt.get_function("no.such.function")
+    a = rt.array(np.arange(4, dtype="float32"))
+    b = rt.empty((4,), "float32")
+    assert isinstance(a, nd.NDArray) and isinstance(b, NDArrayBase) and b.device == cpu(0)
+    assert rt.get_function("testing.add_one")(a, b) is None
+    np.testing.assert_array_equal(b.numpy(), np.arange(4, dtype="float32") + 1)
+    with pytest.raises(CRTError) as info:
+        rt.system_lib()
+    assert info.value.code == ERRORS["kTvmErrorSystemLibMissing"]
+
+
+def test_testing_add_one_checks_its_arguments(rt: local.LocalRuntime) -> None:
+    add_one = g("testing.add_one")
+    a, b = nd.empty((2, 3), "float32"), nd.empty((3, 2), "float32")
+    with pytest.raises(CRTArgumentError, match=r"^testing.add_one: dimension 0 differs: a has 2, b has 3$"):
+        add_one(a, b)
+    with pytest.raises(CRTArgumentError, match=r"^testing.add_one: argument 1 must be a float32 tensor$"):
+        add_one(a, nd.empty((2, 3), "int32"))
+    with pytest.raises(CRTArgumentError, match=r"^testing.add_one: argument 0 has type code 0, expected a DLTensor"):
+        add_one(1, b)
+
+
+def test_local_time_evaluator_owns_its_slot(rt: local.LocalRuntime) -> None:
+    from utvm.runtime import TimeEvaluator
+
+    x = nd.array(np.ones(64, "float32"))
+    y = nd.empty((64,), "float32")
+    timer = rt.time_evaluator("testing.add_one", number=2, repeat=3, min_repeat_ms=1)
+    assert isinstance(timer, TimeEvaluator) and isinstance(timer.timer, local.CPackedFunc)
+    seconds = timer(x, y)
+    assert len(seconds) == 3 and all(0.0 < s < 0.1 for s in seconds), seconds
+    np.testing.assert_array_equal(y.numpy(), np.full(64, 2, "float32"))
+    handle = timer.timer.handle
+    timer.free()
+    timer.free()  # idempotent
+    with pytest.raises(ArgumentError, match="was freed"):
+        timer(x, y)
+    with pytest.raises(CRTError, match="not live"):
+        rt.free_handle(handle)  # the slot was given back: its handle is dead
+    for _ in range(8):  # more than TVM_CRT_MAX_TIME_EVALUATORS, each dropped: the slots come back
+        assert len(rt.time_evaluator("utvm.local.add_int", number=1)(1, 2)) == 1
+    with pytest.raises(CRTError, match="utvm.local.nope"):
+        rt.time_evaluator("utvm.local.nope")
+
+
+def test_c_functions_refuse_arrays_of_another_backend_and_freed_arrays(rt: local.LocalRuntime) -> None:
+    from utvm.runtime import Device, NDArrayBase
+    from utvm.runtime.datatype import DataType as DT
+
+    class Elsewhere(NDArrayBase):  # a minimal array of some other backend
+        shape, datatype, device, freed = (2,), DT("float32"), Device("cpu", 0), False
+
+        def numpy(self) -> np.ndarray:
+            return np.zeros(2, "float32")
+
+        def copyfrom(self, source: object) -> NDArrayBase:
+            return self
+
+        def free(self) -> None:
+            pass
+
+    total = g("utvm.local.tensor_sum")
+    with pytest.raises(ArgumentError, match=r"^utvm.local.tensor_sum: argument 0 is a Elsewhere .*the local "
+                                            r"runtime takes host NDArrays"):
+        total(Elsewhere())
+    a = nd.array(np.ones(3, "float32"))
+    a.free()
+    with pytest.raises(ArgumentError, match=r"^utvm.local.tensor_sum: argument 0 is an array that was freed"):
+        total(a)

@@ -272,3 +272,41 @@ def test_from_dlpack_bad_inputs() -> None:
     not_dlpack.restype = ctypes.py_object
     with pytest.raises(ArgumentError, match="expected a DLPack capsule"):
         nd.from_dlpack(not_dlpack(ctypes.c_void_p(8), b"other", None))
+
+
+# --- the shared array interface (NDArrayBase) and free() ----------------------------------------------------
+def test_ndarray_is_an_ndarray_base() -> None:
+    from utvm.runtime import NDArrayBase
+
+    a = nd.array(np.arange(6, dtype="int16").reshape(2, 3))
+    assert isinstance(a, NDArrayBase)
+    assert (a.shape, a.dtype, a.datatype, a.device, a.ndim, a.size, a.nbytes) == \
+        ((2, 3), "int16", DataType("int16"), cpu(0), 2, 6, 12)
+    np.testing.assert_array_equal(np.asarray(a), a.asnumpy())
+
+
+def test_free_makes_the_array_unusable() -> None:
+    a = nd.array(np.arange(4, dtype="float32"))
+    assert not a.freed
+    with a:
+        pass
+    assert a.freed and "freed" in repr(a)
+    a.free()  # idempotent
+    for use in (a.numpy, lambda: a.handle, lambda: a.copyfrom(np.zeros(4, "float32")), a.__dlpack__,
+                lambda: np.from_dlpack(a)):
+        with pytest.raises(ArgumentError, match="was freed"):
+            use()
+
+
+def test_views_and_exports_outlive_free() -> None:
+    src = np.arange(1000, dtype="float32")
+    a = nd.array(src)
+    view = np.from_dlpack(a)  # zero copy: shares a's memory
+    capsule_holder = nd.from_dlpack(a.__dlpack__())  # an export consumed by another NDArray
+    a.free()
+    del a
+    gc.collect()
+    junk = [np.full(1000, -1.0, dtype="float32") for _ in range(50)]  # reuse freed memory if any was freed
+    np.testing.assert_array_equal(view, src)
+    np.testing.assert_array_equal(capsule_holder.numpy(), src)
+    del junk

@@ -269,3 +269,24 @@ def test_registry_does_not_import_numpy() -> None:
             "print('numpy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_a_backend_overrides_only_the_invoke_hook() -> None:
+    """What local.CPackedFunc and rpc.RemoteFunction rely on: __call__ converts and checks every argument
+    (ArgumentError naming function and position) before `_invoke` sees (TypeCode, value) pairs."""
+    seen: list[list[tuple[TypeCode, object]]] = []
+
+    class Recorder(PackedFunc):
+        array_hint = "send it with recorder.upload(...)"
+
+        def _invoke(self, args: list[tuple[TypeCode, object]]) -> object:
+            seen.append(args)
+            return len(args)
+
+    rec = Recorder(None, "backend.fn")
+    assert rec(np.int8(3), None, bytearray(b"z"), cpu(0)) == 4
+    assert seen == [[(TypeCode.INT, 3), (TypeCode.NULL, None), (TypeCode.BYTES, b"z"), (TypeCode.DEVICE, cpu(0))]]
+    with pytest.raises(ArgumentError, match=r"^backend.fn: argument 1 has unsupported type 'ndarray' .*; send it "
+                                            r"with recorder.upload\(...\)$"):
+        rec(1, np.zeros(2))
+    assert len(seen) == 1  # nothing reached the backend

@@ -235,6 +235,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result))
     else:
         _print_text(compiled, outputs, result, checked_by, ok, args.check)
+        if "cycles" in result:
+            print(f"instructions: {result['cycles']} per run (deterministic instruction clock)")
         if timings is not None:
             print(format_profile(timings, latency))
     return 0 if ok else EXIT_MISMATCH

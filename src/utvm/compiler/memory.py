@@ -14,8 +14,13 @@ Algorithms (`ALGORITHMS`), all deterministic:
 - `branch_and_bound` (default): a depth-first search over placement orders with first fit. Any optimal
   plan can be brought to a form that first fit reproduces when buffers are placed in increasing
   (offset, id) order, so the search only explores orders whose offsets never decrease; it starts from the
-  best greedy plan, stops at the lower bound, and gives up after `NODE_BUDGET` search nodes (the plan is
-  then the best found and `optimal` is False).
+  best of the greedy plans and the two-sided plan below, stops at the lower bound, and gives up after
+  `NODE_BUDGET` search nodes (the plan is then the best found and `optimal` is False).
+
+The two-sided plan: when no three buffers are live at once (the conflict graph of intervals is then
+bipartite, e.g. a chain), every buffer of one side sits at offset 0 and every buffer of the other side
+ends at the top of a pool as large as the largest conflicting pair. That is the lower bound, found in
+linear time however long the chain, where a search could run out of budget.
 """
 
 from __future__ import annotations
@@ -112,11 +117,38 @@ def greedy_by_conflicts(items: Sequence[Interval]) -> dict[int, int]:
     return _place_in_order(order, conflicts)
 
 
+def two_sided(items: Sequence[Interval], conflicts: dict[int, list[Interval]]) -> dict[int, int] | None:
+    """The two-sided plan of the module docstring, or None when the conflict graph is not bipartite."""
+    side: dict[int, int] = {}
+    for root in items:
+        if root.id in side:
+            continue
+        side[root.id] = 0
+        queue = [root]
+        while queue:
+            it = queue.pop()
+            for o in conflicts[it.id]:
+                if o.id not in side:
+                    side[o.id] = 1 - side[it.id]
+                    queue.append(o)
+                elif side[o.id] == side[it.id]:
+                    return None
+    pool = max((align(it.size) for it in items), default=0)
+    for it in items:
+        for o in conflicts[it.id]:
+            pool = max(pool, align(it.size) + align(o.size))
+    return {it.id: 0 if side[it.id] == 0 else pool - align(it.size) for it in items}
+
+
 def branch_and_bound(items: Sequence[Interval], budget: int = NODE_BUDGET) -> tuple[dict[int, int], bool]:
     """Exact search (see the module docstring); returns (offsets, proven_optimal)."""
     conflicts = _conflict_lists(items)
     bound = lower_bound(items)
-    best = min((greedy_by_size(items), greedy_by_conflicts(items)), key=lambda o: _pool_size(items, o))
+    seeds = [greedy_by_size(items), greedy_by_conflicts(items)]
+    bipartite = two_sided(items, conflicts)
+    if bipartite is not None:
+        seeds.append(bipartite)
+    best = min(seeds, key=lambda o: _pool_size(items, o))
     best_size = _pool_size(items, best)
     if best_size <= bound or not items:
         return best, True

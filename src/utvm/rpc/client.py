@@ -6,6 +6,10 @@
     add_one(a, b); b.numpy()
     ev = sess.time_evaluator("fn", number=10, repeat=3); ev(a, b) -> [seconds per call, ...]
 
+A Session is a `utvm.runtime.Backend` like the local runtime, and its functions are PackedFuncs: arguments
+are converted and checked by `utvm.runtime.convert_arg` (the same rules and errors as the local backend),
+and `_call` only maps each converted (type code, value) to its wire form.
+
 The layers below are sans-IO (`session.py`, `framing.py`, `protocol.py`); this module owns the clock and
 the transport. Three timeouts, each failing with a `SessionTimeoutError` that names what was awaited:
 `handshake_retry_s` (resend START_INIT with a new nonce), `handshake_timeout_s` (give up on the handshake)
@@ -18,6 +22,7 @@ be taken for the answer to a later one. Device log messages go to the logger "ut
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import random
 import time
@@ -27,6 +32,7 @@ from typing import Any
 
 from utvm.errors import (
     ArgumentError,
+    DataTypeError,
     FunctionNotFoundError,
     LinkClosedError,
     LocalProtocolError,
@@ -59,6 +65,10 @@ from utvm.rpc.session import (
     State,
 )
 from utvm.rpc.transport import SubprocessTransport, Transport
+from utvm.runtime.backend import Backend
+from utvm.runtime.datatype import DataType
+from utvm.runtime.device import Device
+from utvm.runtime.ndarray_base import NDArrayBase
 from utvm.runtime.typecodes import TypeCode
 
 __all__ = ["RemoteFunction", "RemoteModule", "RemoteNDArray", "Session", "TimeEvaluator", "connect_subprocess"]
@@ -72,9 +82,11 @@ HOST_RECEIVE_LIMIT = 1 << 24
 DEFAULT_MAX_TRANSFER_SIZE = 1 << 16
 ALLOC_ALIGNMENT = 64
 _READ_SIZE = 1 << 16
+# Type codes whose converted value is already its wire value.
+_PLAIN_CODES = frozenset((TypeCode.INT, TypeCode.FLOAT, TypeCode.NULL, TypeCode.STR, TypeCode.BYTES))
 
 
-class Session:
+class Session(Backend):
     """An RPC session with one device over `transport` (see the module docstring).
 
     `max_packet_size`: the largest RPC transfer used for copies (what tvm.rpc.server.GetCRTMaxPacketSize
@@ -201,8 +213,9 @@ class Session:
         self.close()
 
     @property
-    def device(self) -> DLDevice:
-        return CPU
+    def device(self) -> Device:
+        """The device's memory as its CRT names it: cpu(0)."""
+        return Device(CPU.device_type, CPU.device_id)
 
     @property
     def _peer(self) -> str:  # any object with write/read/close works as a transport; describe() is optional
@@ -375,38 +388,39 @@ class Session:
             raise first_error
 
     # --- functions and modules ------------------------------------------------------------------------------
-    def _to_arg(self, v: Any, i: int, fname: str) -> P.PackedArg:
-        if isinstance(v, RemoteNDArray):
-            if v.session is not self:
-                raise ArgumentError(f"{fname}: argument {i} is an array of another session")
-            return (TypeCode.DLTENSOR_HANDLE, v.tensor())
-        if isinstance(v, RemoteFunction):
-            return (TypeCode.PACKED_FUNC_HANDLE, v.handle)
-        if isinstance(v, RemoteModule):
-            return (TypeCode.MODULE_HANDLE, v.handle)
-        if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], TypeCode):
-            return v  # an explicit (type code, value) pair
-        if type(v).__module__ == "numpy":
-            import numpy as np
+    def _wire_arg(self, fname: str, i: int, code: TypeCode, v: Any) -> P.PackedArg:
+        """The wire form of argument `i`, already converted by utvm.runtime.convert_arg to (code, value)."""
+        if code in _PLAIN_CODES:
+            return (code, v)
+        if code == TypeCode.DLTENSOR_HANDLE:
+            if isinstance(v, RemoteNDArray):
+                if v.session is not self:
+                    raise ArgumentError(f"{fname}: argument {i} is an array of another session")
+                if v.freed:
+                    raise ArgumentError(f"{fname}: argument {i} is an array that was freed ({v!r})")
+                return (code, v.tensor())
+            what = f"a {type(v).__name__} in {v.device} memory" if isinstance(v, NDArrayBase) else "a host DLTensor"
+            raise ArgumentError(f"{fname}: argument {i} is {what}; the device takes its own arrays: "
+                                "upload it with session.array(...)")
+        if code == TypeCode.PACKED_FUNC_HANDLE:
+            if isinstance(v, RemoteFunction) and v.session is self:
+                return (code, v.handle)
+            raise ArgumentError(f"{fname}: argument {i} is {v!r}, not a function of this session "
+                                "(a device cannot call back into the host over RPC)")
+        if code == TypeCode.MODULE_HANDLE:
+            if isinstance(v, RemoteModule) and v.session is self:
+                return (code, v.handle)
+            raise ArgumentError(f"{fname}: argument {i} is {v!r}, not a module of this session")
+        if code == TypeCode.DATA_TYPE:
+            return (code, DLDataType(int(v.code), v.bits, v.lanes))
+        if code == TypeCode.DEVICE:
+            return (code, DLDevice(v.device_type, v.device_id))
+        if code == TypeCode.OPAQUE_HANDLE:
+            return (code, v.value or 0)
+        raise ArgumentError(f"{fname}: argument {i} has type code {int(code)}, which RPC cannot carry")
 
-            if isinstance(v, np.ndarray):
-                raise ArgumentError(f"{fname}: argument {i} is a numpy array; upload it with session.array() first")
-            if isinstance(v, np.integer | np.bool_):
-                return (TypeCode.INT, int(v))
-            if isinstance(v, np.floating):
-                return (TypeCode.FLOAT, float(v))
-        if not isinstance(v, DLDataType | DLDevice) and not isinstance(v, str | bytes | int | float):
-            if all(hasattr(v, a) for a in ("code", "bits", "lanes")):
-                return (TypeCode.DATA_TYPE, dl_dtype(v))
-            if hasattr(v, "device_type") and hasattr(v, "device_id"):
-                return (TypeCode.DEVICE, DLDevice(int(v.device_type), int(v.device_id)))
-        try:
-            return P.to_packed_arg(v)
-        except LocalProtocolError as exc:
-            raise ArgumentError(f"{fname}: argument {i}: {exc}") from exc
-
-    def _call(self, handle: int, args: Sequence[Any], fname: str) -> Any:
-        packed = [self._to_arg(a, i, fname) for i, a in enumerate(args)]
+    def _call(self, handle: int, args: Sequence[tuple[TypeCode, Any]], fname: str) -> Any:
+        packed = [self._wire_arg(fname, i, code, v) for i, (code, v) in enumerate(args)]
         try:
             packet = P.encode_call_func(handle, packed)
         except LocalProtocolError as exc:
@@ -425,6 +439,18 @@ class Session:
         if rtc == TypeCode.NDARRAY_HANDLE:
             tensor, _handle = v
             return RemoteNDArray(self, tensor.data, tensor.shape, tensor.dtype, tensor.device, owned=False)
+        if rtc == TypeCode.DATA_TYPE:  # the runtime's value types, as the local backend returns them
+            try:
+                return DataType(v.code, v.bits, v.lanes)
+            except DataTypeError as exc:
+                raise RemoteProtocolError(f"bad reply to {what}: {exc}") from None
+        if rtc == TypeCode.DEVICE:
+            try:
+                return Device(v.device_type, v.device_id)
+            except ArgumentError as exc:
+                raise RemoteProtocolError(f"bad reply to {what}: {exc}") from None
+        if rtc == TypeCode.OPAQUE_HANDLE:
+            return ctypes.c_void_p(v or None)
         return v
 
     def get_function(self, name: str, allow_missing: bool = False) -> RemoteFunction | None:
@@ -456,48 +482,6 @@ class Session:
             self._system_lib = mod
         return self._system_lib
 
-    def time_evaluator(
-        self,
-        name: str,
-        number: int = 10,
-        repeat: int = 1,
-        min_repeat_ms: int = 0,
-        module: RemoteModule | None = None,
-        limit_zero_time_iterations: int = 100,
-        cooldown_interval_ms: int = 0,
-        repeats_to_cooldown: int = 1,
-    ) -> TimeEvaluator:
-        """A callable timing `name` on the device with runtime.RPCTimeEvaluator: one warm-up call, then
-        `repeat` measurements of `number` calls (grown until `min_repeat_ms`); it returns `repeat` mean
-        seconds per call. `name` is a function of `module`, or with module=None a global function (the
-        module argument then travels as NULL, which utvm's CRT takes to mean the global registry)."""
-        for label, v, lo in (
-            ("number", number, 1),
-            ("repeat", repeat, 1),
-            ("min_repeat_ms", min_repeat_ms, 0),
-        ):
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                raise ArgumentError(f"time_evaluator: {label} must be an int >= {lo}, got {v!r}")
-        make = self.get_function("runtime.RPCTimeEvaluator")
-        timer = make(
-            module,
-            name,
-            self.device.device_type,
-            self.device.device_id,
-            number,
-            repeat,  # type: ignore[misc]
-            min_repeat_ms,
-            limit_zero_time_iterations,
-            cooldown_interval_ms,
-            repeats_to_cooldown,
-            0,
-            "",
-        )
-        if not isinstance(timer, RemoteFunction):
-            raise RemoteError(f"runtime.RPCTimeEvaluator gave no timer for {name!r} (returned {timer!r})")
-        timer.name = f"time_evaluator({name})"
-        return TimeEvaluator(timer, repeat)
-
     # --- remote arrays --------------------------------------------------------------------------------------
     def empty(self, shape: Sequence[int] | int, dtype: Any = "float32") -> RemoteNDArray:
         """Allocate an uninitialised tensor in device memory (DevAllocData)."""
@@ -513,7 +497,7 @@ class Session:
         tc, handle = self._syscall(
             RPCCode.DEV_ALLOC_DATA,
             [
-                (TypeCode.DEVICE, self.device),
+                (TypeCode.DEVICE, CPU),
                 (TypeCode.INT, nbytes),
                 (TypeCode.INT, ALLOC_ALIGNMENT),
                 (TypeCode.DATA_TYPE, dt),
@@ -563,7 +547,7 @@ class Session:
         if epoch != self._memory_epoch:
             return
         what = f"DevFreeData(0x{data:x})"
-        args = [(TypeCode.DEVICE, self.device), (TypeCode.OPAQUE_HANDLE, data)]
+        args = [(TypeCode.DEVICE, CPU), (TypeCode.OPAQUE_HANDLE, data)]
         self._expect_return(self._exchange(P.encode_syscall(RPCCode.DEV_FREE_DATA, args), what), what)
 
     def _copy_to_remote(self, arr: RemoteNDArray, data: memoryview) -> None:

@@ -1,5 +1,11 @@
 """Remote objects of an RPC session: functions, modules, tensors and time evaluators on the device.
 
+They are the `rpc` backend's side of the runtime's shared interface (DESIGN.md §3): RemoteFunction IS-A
+`utvm.runtime.PackedFunc` (it overrides only the invoke hook, so arguments are converted and checked by
+`utvm.runtime.convert_arg` exactly as for the local backend), RemoteModule IS-A `utvm.runtime.Module`
+(it overrides only the lookup hook), RemoteNDArray IS-A `utvm.runtime.NDArrayBase`, and TimeEvaluator is
+the runtime's. Code written against those types runs on either backend.
+
 They are handles: each call goes through the `utvm.rpc.client.Session` that made the object, which checks
 that the object still belongs to the live session (see `Session.reconnect` and the session restarts after
 link errors). Objects that hold device resources give them back with `free()`, `with`, or when they are
@@ -8,14 +14,19 @@ garbage collected (the release is then sent before the session's next request, n
 
 from __future__ import annotations
 
-import struct
 import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from utvm.errors import ArgumentError, FunctionNotFoundError, RemoteProtocolError
+from utvm.errors import ArgumentError, DataTypeError, RemoteProtocolError
 from utvm.rpc.protocol import DLDataType, DLDevice, DLTensorRef
-from utvm.runtime.typecodes import DLDataTypeCode
+from utvm.runtime.backend import TimeEvaluator
+from utvm.runtime.datatype import DataType
+from utvm.runtime.device import Device
+from utvm.runtime.module import Module
+from utvm.runtime.ndarray_base import NDArrayBase
+from utvm.runtime.packed_func import PackedFunc
+from utvm.runtime.typecodes import DLDataTypeCode, TypeCode
 
 if TYPE_CHECKING:
     from utvm.rpc.client import Session
@@ -69,12 +80,17 @@ def c_contiguous(a: Any) -> Any:
     return a if a.flags.c_contiguous else a.copy(order="C")
 
 
-class RemoteFunction:
-    """A function on the device; calling it runs it there. Arguments: int, float, str, bytes, None,
-    RemoteNDArray, RemoteFunction, RemoteModule, DLDataType/DLDevice (or runtime DataType/Device)."""
+class RemoteFunction(PackedFunc):
+    """A function on the device; calling it runs it there. It takes what every PackedFunc takes (int,
+    float, str, bytes, None, DataType, Device, arrays, functions, modules); arrays, functions and modules
+    must be this session's (RemoteNDArray, RemoteFunction, RemoteModule), anything else is refused with an
+    ArgumentError naming the function and the argument."""
+
+    array_hint = "upload numpy arrays to the device with session.array(...)"
 
     def __init__(self, session: Session, handle: int, name: str, owned: bool = False) -> None:
-        self.session, self.handle, self.name = session, handle, name
+        super().__init__(None, name)
+        self.session, self.handle = session, handle
         self._generation = session._generation
         self._freed = False
         # A handle a call returned (a time evaluator, a module function) is released with FreeHandle.
@@ -82,11 +98,19 @@ class RemoteFunction:
             weakref.finalize(self, session._defer_free_handle, handle, self._generation) if owned else None
         )
 
-    def __call__(self, *args: Any) -> Any:
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._name = value
+
+    def _invoke(self, args: list[tuple[TypeCode, Any]]) -> Any:
         if self._freed:
             raise ArgumentError(f"{self!r} was freed")
-        self.session._check_generation(self._generation, f"function {self.name!r}")
-        return self.session._call(self.handle, args, self.name)
+        self.session._check_generation(self._generation, f"function {self._name!r}")
+        return self.session._call(self.handle, args, self._name)
 
     def free(self) -> None:
         """Release the device's handle now (FreeHandle) rather than when this object is collected."""
@@ -96,55 +120,35 @@ class RemoteFunction:
             self.session._free_handle(self.handle, self._generation)
 
     def __repr__(self) -> str:
-        return f"<RemoteFunction {self.name} handle=0x{self.handle:08x}>"
+        return f"<RemoteFunction {self._name} handle=0x{self.handle:08x}>"
 
 
-class TimeEvaluator:
-    """A timer made by Session.time_evaluator: calling it with the function's arguments returns `repeat`
-    mean seconds per call. It holds one of the device's time-evaluator slots until `free()` (or `with`,
-    or garbage collection)."""
-
-    def __init__(self, timer: RemoteFunction, repeat: int) -> None:
-        self.timer, self.repeat = timer, repeat
-
-    def __call__(self, *args: Any) -> list[float]:
-        raw = self.timer(*args)
-        if not isinstance(raw, bytes) or len(raw) != 8 * self.repeat:
-            raise RemoteProtocolError(
-                f"{self.timer.name} returned {raw!r:.60}, expected {self.repeat} doubles as bytes"
-            )
-        return list(struct.unpack(f"<{self.repeat}d", raw))
-
-    def free(self) -> None:
-        self.timer.free()
-
-    def __enter__(self) -> TimeEvaluator:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.free()
-
-
-class RemoteModule:
+class RemoteModule(Module):
     """A module on the device (the system library, or one a function returned)."""
+
+    type_key = "rpc"
 
     def __init__(self, session: Session, handle: int, name: str = "module") -> None:
         self.session, self.handle, self.name = session, handle, name
         self._generation = session._generation
 
-    def get_function(self, name: str, allow_missing: bool = False) -> RemoteFunction | None:
+    def _get_function(self, name: str, query_imports: bool) -> PackedFunc | None:
         sess = self.session
         sess._check_generation(self._generation, f"module {self.name}")
+        if "\0" in name:
+            return None
         getter = sess.get_function("tvm.rpc.server.ModuleGetFunction")
-        f = getter(self, name, 0)
+        assert getter is not None
+        f = getter(self, name, int(query_imports))
         if f is None:
-            if allow_missing:
-                return None
-            raise FunctionNotFoundError(f"{self.name} on the device has no function {name!r}")
+            return None
         if not isinstance(f, RemoteFunction):
             raise RemoteProtocolError(f"ModuleGetFunction({name!r}) returned {f!r}, not a function")
         f.name = f"{self.name}.{name}" if self.name != "module" else name
         return f
+
+    def _not_found(self, name: str) -> str:
+        return f"{self.name} on the device has no function {name!r}"
 
     def time_evaluator(self, name: str, **kwargs: Any) -> TimeEvaluator:
         return self.session.time_evaluator(name, module=self, **kwargs)
@@ -153,11 +157,12 @@ class RemoteModule:
         return f"<RemoteModule {self.name} handle=0x{self.handle:08x}>"
 
 
-class RemoteNDArray:
+class RemoteNDArray(NDArrayBase):
     """A tensor in device memory (allocated with DevAllocData, freed with DevFreeData).
 
     `numpy()` downloads it, `copyfrom(array)` uploads into it; both go in chunks that fit the negotiated
     maximum packet size. Free it with `free()` (or `with`); a dropped array is freed before the next request.
+    `device` is the device's own memory as its CRT names it (cpu(0)); `dl_dtype`/`dl_device` are the wire forms.
     """
 
     def __init__(
@@ -171,52 +176,66 @@ class RemoteNDArray:
     ) -> None:
         self.session = session
         self.data = data
-        self.shape = tuple(int(d) for d in shape)
-        self.dl_dtype = dtype
-        self.device = device
+        self._shape = tuple(int(d) for d in shape)
+        self.dl_dtype = dl_dtype(dtype)
+        self.dl_device = device if isinstance(device, DLDevice) else DLDevice(device.device_type, device.device_id)
         self._generation = session._generation
         self._epoch = session._memory_epoch
         self._freed = not owned
         self._finalizer = weakref.finalize(self, session._defer_free, data, self._epoch) if owned else None
 
     @property
+    def shape(self) -> tuple[int, ...]:
+        return self._shape
+
+    @property
+    def datatype(self) -> DataType:
+        dt = self.dl_dtype
+        return DataType(dt.code, dt.bits, dt.lanes)
+
+    @property
     def dtype(self) -> str:
         try:
-            return str(numpy_dtype(self.dl_dtype))
-        except ArgumentError:
+            return str(self.datatype)
+        except DataTypeError:
             return f"dl({self.dl_dtype.code},{self.dl_dtype.bits},{self.dl_dtype.lanes})"
 
     @property
-    def size(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+    def device(self) -> Device:
+        return Device(self.dl_device.device_type, self.dl_device.device_id)
 
     @property
     def nbytes(self) -> int:
         return self.size * self.dl_dtype.itemsize
 
+    @property
+    def freed(self) -> bool:
+        """True after `free()` of an array this session allocated (arrays a call returned are borrowed)."""
+        return self._freed and self._finalizer is not None
+
     def tensor(self, byte_offset: int = 0) -> DLTensorRef:
-        if self._freed and self._finalizer is not None:
+        if self.freed:
             raise ArgumentError(f"{self!r} was freed")
         self.session._check_generation(self._generation, repr(self))
         self.session._check_epoch(self._epoch, repr(self))
-        return DLTensorRef(self.data, self.device, self.dl_dtype, self.shape, byte_offset)
+        return DLTensorRef(self.data, self.dl_device, self.dl_dtype, self._shape, byte_offset)
 
     def numpy(self) -> Any:
         import numpy as np
 
-        out = np.empty(self.shape, dtype=numpy_dtype(self.dl_dtype))
+        out = np.empty(self._shape, dtype=numpy_dtype(self.dl_dtype))
         self.session._copy_from_remote(self, memoryview(out).cast("B") if out.nbytes else memoryview(b""))
         return out
 
     def copyfrom(self, source: Any) -> RemoteNDArray:
+        """Upload `source` (a numpy array, an array of any backend, or a nested sequence) into this array."""
         import numpy as np
 
+        if isinstance(source, NDArrayBase):
+            source = source.numpy()
         src = c_contiguous(np.asarray(source, dtype=numpy_dtype(self.dl_dtype)))
-        if src.shape != self.shape:
-            raise ArgumentError(f"copyfrom: source shape {src.shape} does not match the remote array's {self.shape}")
+        if src.shape != self._shape:
+            raise ArgumentError(f"copyfrom: source shape {src.shape} does not match the remote array's {self._shape}")
         self.session._copy_to_remote(self, memoryview(src).cast("B") if src.nbytes else memoryview(b""))
         return self
 
@@ -230,8 +249,5 @@ class RemoteNDArray:
     def __enter__(self) -> RemoteNDArray:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.free()
-
     def __repr__(self) -> str:
-        return f"<RemoteNDArray shape={self.shape} dtype={self.dtype} data=0x{self.data:x}>"
+        return f"<RemoteNDArray shape={self._shape} dtype={self.dtype} data=0x{self.data:x}>"

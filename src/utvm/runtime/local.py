@@ -15,6 +15,10 @@ library, configured by `local_c/crt_config.h`. It is built once per content hash
 (`utvm.support.cc.cached_build`). Loading it calls TVMPlatformInitialize, TVMInitializeRuntime and
 UTVMLocalRegisterGlobals once per process.
 
+`LocalRuntime` (what `load()` returns) is a `utvm.runtime.Backend`, like an RPC session: `get_function`,
+`empty`/`array` (host NDArrays), `system_lib` and `time_evaluator` work the same on both, so code written
+for one runs on the other.
+
 Python callables registered here become `TVMBackendPackedCFunc`s (ctypes callbacks kept alive for the life
 of the process). An exception raised in one is turned into a C error: its text goes to
 TVMAPISetLastError and the callback returns -1; when the error reaches the Python caller it is raised as
@@ -26,15 +30,18 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from utvm.errors import ArgumentError, CRTArgumentError, CRTError, FunctionNotFoundError
+from utvm.runtime.backend import Backend
 from utvm.runtime.capi import TVMBackendPackedCFunc, TVMByteArray, TVMValue
 from utvm.runtime.datatype import DataType
-from utvm.runtime.device import Device
+from utvm.runtime.device import Device, cpu
 from utvm.runtime.module import Module
+from utvm.runtime.ndarray_base import NDArrayBase
 from utvm.runtime.packed_func import PackedFunc, classify, convert_return
 from utvm.runtime.typecodes import DLDeviceType, TypeCode
 from utvm.support import cc
@@ -95,7 +102,7 @@ class _Pending(threading.local):
     error: tuple[BaseException, str] | None = None
 
 
-class LocalRuntime:
+class LocalRuntime(Backend):
     """The loaded CRT. One per process: use `load()`."""
 
     def __init__(self, path: Path) -> None:
@@ -107,6 +114,7 @@ class LocalRuntime:
         self._handle_by_py: dict[Any, int] = {}  # Python callable -> handle (registered or anonymous)
         self._names: dict[int, str] = {}  # handle -> name, for messages about functions C handed back
         self._anonymous = 0
+        self._pending_frees: list[int] = []  # handles of collected owned functions, freed at the next call
         lib = ctypes.CDLL(str(path))
         self.lib = lib
         vp, ci, cp = ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p
@@ -134,6 +142,51 @@ class LocalRuntime:
     def last_error(self) -> str:
         raw = self.lib.TVMGetLastError()
         return raw.decode("utf-8", errors="replace") if raw else ""
+
+    # --- the Backend interface (shared with utvm.rpc.Session) -------------------------------------------
+    @property
+    def device(self) -> Device:
+        """Host memory: the local runtime's arrays are NDArrays on cpu(0)."""
+        return cpu(0)
+
+    def get_function(self, name: str, allow_missing: bool = False) -> PackedFunc | None:
+        """The C global `name` (same as `get_global_func`)."""
+        return self.get_global_func(name, allow_missing)
+
+    def system_lib(self) -> Module:
+        """runtime.SystemLib: the local runtime has no generated model code, so this raises the CRT's error."""
+        sl = self.get_global_func("runtime.SystemLib")
+        assert sl is not None
+        return sl()
+
+    def empty(self, shape: Sequence[int] | int, dtype: Any = "float32") -> NDArrayBase:
+        from utvm.runtime import ndarray
+
+        return ndarray.empty(shape, dtype, cpu(0))
+
+    def array(self, source: Any, dtype: Any = None) -> NDArrayBase:
+        from utvm.runtime import ndarray
+
+        return ndarray.array(source, cpu(0), dtype)
+
+    def _adopt_timer(self, timer: PackedFunc) -> None:
+        if isinstance(timer, CPackedFunc) and timer.runtime is self:
+            timer._own()
+
+    def free_handle(self, handle: int) -> None:
+        """TVMFuncFree(handle): releases a time evaluator; for other functions (static in the CRT) a check."""
+        with self.lock:
+            rc = self.lib.TVMFuncFree(handle)
+            if rc != 0:
+                raise CRTError(f"TVMFuncFree(0x{handle:08x}) failed: {self.last_error()}", code=rc)
+
+    def _defer_free(self, handle: int) -> None:  # called by the garbage collector: no C call here
+        self._pending_frees.append(handle)
+
+    def _free_pending(self) -> None:
+        while self._pending_frees:
+            handle = self._pending_frees.pop()
+            self.lib.TVMFuncFree(handle)  # nobody to report a failure to: the function was dropped
 
     # --- globals -----------------------------------------------------------------------------------------
     def get_global_func(self, name: str, allow_missing: bool = False) -> CPackedFunc | None:
@@ -235,6 +288,8 @@ class LocalRuntime:
         ret = TVMValue()
         ret_code = ctypes.c_int(int(TypeCode.NULL))
         with self.lock:
+            if self._pending_frees:
+                self._free_pending()
             tls = self._tls
             if tls.depth == 0:
                 tls.error = None
@@ -343,6 +398,14 @@ class LocalRuntime:
         if isinstance(value, ctypes._Pointer):
             keep.append(value)
             return ctypes.cast(value, ctypes.c_void_p).value or 0
+        from utvm.runtime.ndarray import NDArray
+
+        if not isinstance(value, NDArray):
+            raise ArgumentError(f"{name}: {where} is a {type(value).__name__} (an array of another backend, "
+                                f"{value.device} memory there); the local runtime takes host NDArrays: "
+                                "copy it with utvm.nd.array(...)")
+        if value.freed:
+            raise ArgumentError(f"{name}: {where} is an array that was freed")
         if value.device.device_type not in (DLDeviceType.CPU, DLDeviceType.CUDA_HOST):
             raise ArgumentError(f"{name}: {where} is an array on {value.device}; the local runtime takes "
                                 "host (cpu) arrays")
@@ -406,15 +469,31 @@ def _proto(fn: Any, restype: Any, argtypes: list[Any]) -> None:
 
 
 class CPackedFunc(PackedFunc):
-    """A C function of the local runtime, called through TVMFuncCall."""
+    """A C function of the local runtime, called through TVMFuncCall. One that owns its handle (a time
+    evaluator) releases it with TVMFuncFree on `free()` or when collected."""
 
     def __init__(self, runtime: LocalRuntime, handle: int, name: str) -> None:
         super().__init__(None, name)
         self.runtime = runtime
         self.handle = int(handle)
+        self._freed = False
+        self._finalizer: weakref.finalize | None = None
+
+    def _own(self) -> None:
+        if self._finalizer is None:
+            self._finalizer = weakref.finalize(self, self.runtime._defer_free, self.handle)
 
     def _invoke(self, args: list[tuple[TypeCode, Any]]) -> Any:
+        if self._freed:
+            raise ArgumentError(f"{self!r} was freed")
         return self.runtime.call(self.handle, self._name, args)
+
+    def free(self) -> None:
+        """Release an owned handle now (TVMFuncFree); a no-op for a function that owns nothing."""
+        if self._finalizer is not None and not self._freed:
+            self._freed = True
+            self._finalizer.detach()
+            self.runtime.free_handle(self.handle)
 
     def __repr__(self) -> str:
         return f"<CPackedFunc {self._name!r} handle=0x{self.handle:08x}>"

@@ -1,10 +1,11 @@
-"""Module: a named collection of PackedFuncs (seed 004). Backends subclass it; PyModule holds Python ones."""
+"""Module: a named collection of PackedFuncs (seed 004). Backends subclass it and override only the lookup
+hook `_get_function` (`local.LocalModule`, `rpc.RemoteModule`); PyModule holds Python functions."""
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from utvm.errors import FunctionNotFoundError
 
@@ -17,12 +18,23 @@ class Module:
 
     type_key = "module"
 
-    def get_function(self, name: str, query_imports: bool = False) -> PackedFunc:
-        """The function `name`; FunctionNotFoundError naming the module and the function if absent."""
+    @overload
+    def get_function(self, name: str, query_imports: bool = False,
+                     allow_missing: Literal[False] = False) -> PackedFunc: ...
+    @overload
+    def get_function(self, name: str, query_imports: bool = False, *,
+                     allow_missing: bool) -> PackedFunc | None: ...
+
+    def get_function(self, name: str, query_imports: bool = False,
+                     allow_missing: bool = False) -> PackedFunc | None:
+        """The function `name`; FunctionNotFoundError naming the module and the function if absent
+        (None instead with allow_missing=True)."""
         if not isinstance(name, str):
             raise FunctionNotFoundError(f"{self!r}: function names are str, got {type(name).__name__}")
         func = self._get_function(name, query_imports)
         if func is None:
+            if allow_missing:
+                return None
             raise FunctionNotFoundError(self._not_found(name))
         return func
 

@@ -1,9 +1,12 @@
 """NDArray: a tensor in host memory, exchanged with numpy (copies) and DLPack (zero copy), passed to C as
 a DLTensor* (seed 004, DESIGN.md §3).
 
+NDArray is the `local` backend's NDArrayBase (the interface it shares with `utvm.rpc.RemoteNDArray`).
 Memory is owned by whatever `_owner` holds: an aligned numpy buffer for arrays utvm allocates, a DLPack
 producer's managed tensor for `from_dlpack` imports (its deleter runs when the NDArray is collected), or
 nothing for a *borrowed* view of a DLTensor handed to a Python callback by C (valid during that call only).
+`free()` drops the array's own reference to its owner: numpy views and DLPack exports made from it keep
+the owner alive, so the memory goes when the last of them does.
 
 DLPack (`__dlpack__`, `__dlpack_device__`, `from_dlpack`) follows the Python array API capsule protocol,
 implemented with ctypes: a capsule named "dltensor" (or "dltensor_versioned" when the consumer passes
@@ -28,6 +31,7 @@ from utvm.errors import ArgumentError, ArrayError, DataTypeError
 from utvm.runtime import capi
 from utvm.runtime.datatype import DataType
 from utvm.runtime.device import Device, cpu
+from utvm.runtime.ndarray_base import NDArrayBase
 from utvm.runtime.typecodes import DLDataTypeCode, DLDeviceType
 
 ALIGNMENT = 64  # bytes; >= TVM_CRT_ALLOC_ALIGNMENT_BYTES so C kernels may assume aligned data
@@ -59,7 +63,7 @@ class _Interface:
         self._owner = owner
 
 
-class NDArray:
+class NDArray(NDArrayBase):
     """A tensor in host memory. Make one with `utvm.nd.array`, `utvm.nd.empty` or `utvm.nd.from_dlpack`."""
 
     def __init__(self, data: int, shape: Sequence[int], dtype: DataType, device: Device, owner: object,
@@ -75,6 +79,7 @@ class NDArray:
         self._strides = None if given == compact else given
         self._readonly = readonly
         self._borrowed = borrowed
+        self._freed = False
         self._dl: tuple[capi.DLTensor, Any, Any] | None = None
 
     # --- description -----------------------------------------------------------------------------------
@@ -83,32 +88,12 @@ class NDArray:
         return self._shape
 
     @property
-    def dtype(self) -> str:
-        """The element type as a string ("float32"); `datatype` gives the DataType."""
-        return str(self._dtype)
-
-    @property
     def datatype(self) -> DataType:
         return self._dtype
 
     @property
     def device(self) -> Device:
         return self._device
-
-    @property
-    def ndim(self) -> int:
-        return len(self._shape)
-
-    @property
-    def size(self) -> int:
-        n = 1
-        for s in self._shape:
-            n *= s
-        return n
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self._dtype.itemsize
 
     @property
     def strides(self) -> tuple[int, ...] | None:
@@ -124,8 +109,13 @@ class NDArray:
         return self._readonly
 
     @property
+    def freed(self) -> bool:
+        return self._freed
+
+    @property
     def handle(self) -> ctypes._Pointer:
         """A DLTensor* describing this array (valid while the NDArray lives); what C functions receive."""
+        self._check_live()
         if self._dl is None:
             ndim = len(self._shape)
             shape = (ctypes.c_int64 * max(ndim, 1))(*self._shape)
@@ -140,10 +130,25 @@ class NDArray:
 
     def __repr__(self) -> str:
         extra = " borrowed" if self._borrowed else ""
+        extra += " freed" if self._freed else ""
         return f"<NDArray shape={self._shape} dtype={self.dtype} device={self._device}{extra}>"
+
+    def free(self) -> None:
+        """Drop this array's reference to its memory (numpy views and DLPack exports of it keep theirs);
+        using the array afterwards raises ArgumentError. Idempotent."""
+        if not self._freed:
+            self._freed = True
+            self._owner = None
+            self._dl = None
+            self._data = 0
+
+    def _check_live(self) -> None:
+        if self._freed:
+            raise ArgumentError(f"{self!r} was freed")
 
     # --- numpy -----------------------------------------------------------------------------------------
     def _check_host(self, what: str) -> None:
+        self._check_live()
         if self._device.device_type not in (DLDeviceType.CPU, DLDeviceType.CUDA_HOST):
             raise ArrayError(f"{what}: array is on {self._device}, not in host memory")
 
@@ -160,24 +165,19 @@ class NDArray:
         if self._strides is not None:
             iface["strides"] = tuple(s * self._dtype.itemsize for s in self._strides) + \
                 ((base.itemsize,) if lanes > 1 else ())
-        return np.asarray(_Interface(iface, self))
+        return np.asarray(_Interface(iface, (self, self._owner)))  # the view keeps the memory alive
 
     def numpy(self) -> np.ndarray:
         """A copy of the contents as a numpy array."""
         return np.array(self._view(), copy=True, order="C")
 
-    asnumpy = numpy
-
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        out = self.numpy()
-        return out if dtype is None else out.astype(dtype, copy=False)
-
     def copyfrom(self, source: Any) -> NDArray:
-        """Copy `source` (an NDArray, numpy array or nested sequence) into this array; returns self."""
+        """Copy `source` (an array of any backend, a numpy array or a nested sequence) into this array;
+        returns self."""
         if self._readonly:
             raise ArrayError(f"copyfrom: {self!r} is read-only")
         view = self._view()
-        src = source.numpy() if isinstance(source, NDArray) else source
+        src = source.numpy() if isinstance(source, NDArrayBase) else source
         try:
             src = np.asarray(src, dtype=view.dtype)
         except (TypeError, ValueError) as exc:
@@ -188,9 +188,10 @@ class NDArray:
         view[...] = src
         return self
 
-    def copyto(self, target: NDArray | Device) -> NDArray:
-        """Copy into another NDArray, or into a new array on `target` device; returns the destination."""
-        if isinstance(target, NDArray):
+    def copyto(self, target: NDArrayBase | Device) -> NDArrayBase:
+        """Copy into another array (of any backend), or into a new array on `target` device; returns the
+        destination."""
+        if isinstance(target, NDArrayBase):
             return target.copyfrom(self)
         if isinstance(target, Device):
             return empty(self._shape, self._dtype, target).copyfrom(self)
@@ -202,6 +203,7 @@ class NDArray:
 
     def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> object:
+        self._check_live()
         if stream not in (None, -1):
             raise BufferError(f"__dlpack__: stream {stream!r} given for a host array (must be None)")
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
@@ -262,8 +264,8 @@ def empty(shape: Any, dtype: str | DataType = "float32", device: Device | None =
 
 
 def array(obj: Any, device: Device | None = None, dtype: str | DataType | None = None) -> NDArray:
-    """A new host array holding a copy of `obj` (numpy array, NDArray or nested sequence)."""
-    if isinstance(obj, NDArray):
+    """A new host array holding a copy of `obj` (numpy array, an array of any backend or nested sequence)."""
+    if isinstance(obj, NDArrayBase):
         src = obj.numpy()
         dt = DataType(dtype) if dtype is not None else obj.datatype
     else:
@@ -384,7 +386,7 @@ def _export(arr: NDArray, versioned: bool, readonly: bool, copied: bool) -> obje
     managed.deleter = _DELETER_ADDR
     addr = ctypes.addressof(managed)
     with _EXPORTS_LOCK:
-        _EXPORTS[addr] = (managed, shape, strides, arr)
+        _EXPORTS[addr] = (managed, shape, strides, arr, arr._owner)  # the owner outlives a free() of arr
     try:
         return _api.PyCapsule_New(addr, _NAME_V if versioned else _NAME, _DESTRUCTOR_ADDR)
     except BaseException:

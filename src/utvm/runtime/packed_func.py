@@ -10,9 +10,13 @@ type code (`TypeCode`). `convert_arg` is the single place that decides which kin
     ctypes.c_void_p -> OPAQUE_HANDLE
 
 Anything else raises `ArgumentError` naming the function, the argument index and the type. Backends
-(`local`, `rpc`) subclass PackedFunc and override `_invoke`, so every backend accepts exactly the same
-arguments. A Python PackedFunc sees the converted values (e.g. numpy scalars arrive as int/float, a bytearray
-as bytes), and its return value goes through the same conversion.
+(`local.CPackedFunc`, `rpc.RemoteFunction`) subclass PackedFunc and override only `_invoke`, which receives
+the converted `(TypeCode, value)` pairs: every backend accepts exactly the same arguments and reports a bad
+one the same way, and a backend's encoder (ctypes TVMValues, the RPC packed sequence) only maps each type
+code to its own representation. A backend refuses a supported kind it cannot carry (a host array on an
+RPC call, a Python callback on a device) with an ArgumentError naming the function and the argument.
+A Python PackedFunc sees the converted values (e.g. numpy scalars arrive as int/float, a bytearray as bytes),
+and its return value goes through the same conversion.
 """
 
 from __future__ import annotations
@@ -21,17 +25,17 @@ import ctypes
 import difflib
 import functools
 import numbers
-import sys
 import threading
 import types
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, overload
+from typing import Any, ClassVar, TypeVar, overload
 
 from utvm.errors import ArgumentError, FunctionNotFoundError, RuntimeSystemError
 from utvm.runtime.capi import DLTensor
 from utvm.runtime.datatype import DataType
 from utvm.runtime.device import Device
 from utvm.runtime.module import Module
+from utvm.runtime.ndarray_base import NDArrayBase
 from utvm.runtime.typecodes import TypeCode
 
 SUPPORTED_KINDS = "int, float, str, bytes, DataType, Device, NDArray/DLTensor, PackedFunc, Module, None"
@@ -44,6 +48,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 class PackedFunc:
     """A type-erased function with a name. `PackedFunc(f, name)` wraps a Python callable."""
 
+    #: What an ArgumentError for a numpy array passed to this function suggests instead.
+    array_hint: ClassVar[str] = "wrap numpy arrays with utvm.nd.array(...)"
+
     def __init__(self, func: Callable[..., Any] | None = None, name: str | None = None) -> None:
         if func is not None and not callable(func):
             raise ArgumentError(f"PackedFunc needs a callable, got {type(func).__name__}")
@@ -55,7 +62,8 @@ class PackedFunc:
         return self._name
 
     def __call__(self, *args: Any) -> Any:
-        return self._invoke([convert_arg(self._name, i, a) for i, a in enumerate(args)])
+        name = self._name
+        return self._invoke([convert_arg(name, i, a, self.array_hint) for i, a in enumerate(args)])
 
     def _invoke(self, args: list[tuple[TypeCode, Any]]) -> Any:
         """Call with converted (type code, value) pairs; backends override this."""
@@ -65,11 +73,6 @@ class PackedFunc:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._name!r}>"
-
-
-def _ndarray_type() -> type | None:
-    mod = sys.modules.get("utvm.runtime.ndarray")  # not imported yet => no NDArray can exist
-    return getattr(mod, "NDArray", None) if mod is not None else None
 
 
 _EXACT = {int: TypeCode.INT, float: TypeCode.FLOAT, str: TypeCode.STR, bytes: TypeCode.BYTES}
@@ -100,8 +103,7 @@ def classify(value: Any) -> tuple[TypeCode, Any] | None:
         return TypeCode.FLOAT, float(value)
     if type(value).__module__ == "numpy" and getattr(value, "shape", None) == () and value.dtype.kind == "b":
         return TypeCode.INT, int(value)  # numpy.bool_ is not registered as numbers.Integral
-    nd = _ndarray_type()
-    if nd is not None and isinstance(value, nd):
+    if isinstance(value, NDArrayBase):  # an array of any backend
         return TypeCode.DLTENSOR_HANDLE, value
     if isinstance(value, DLTensor) or (isinstance(value, ctypes._Pointer) and value._type_ is DLTensor):
         return TypeCode.DLTENSOR_HANDLE, value
@@ -112,23 +114,25 @@ def classify(value: Any) -> tuple[TypeCode, Any] | None:
     return None
 
 
-def _unsupported(func_name: str, where: str, value: Any) -> ArgumentError:
+def _unsupported(func_name: str, where: str, value: Any, array_hint: str = PackedFunc.array_hint) -> ArgumentError:
     tname = type(value).__name__
     hint = ""
     if type(value).__module__ == "numpy" and tname == "ndarray":
-        hint = "; wrap numpy arrays with utvm.nd.array(...)"
+        hint = f"; {array_hint}"
     elif isinstance(value, int):
         hint = "; integers must fit in int64"
     return ArgumentError(
         f"{func_name}: {where} has unsupported type {tname!r} (supported: {SUPPORTED_KINDS}){hint}")
 
 
-def convert_arg(func_name: str, index: int, value: Any) -> tuple[TypeCode, Any]:
-    """Convert positional argument `index` of a call to `func_name`; raises ArgumentError naming both."""
+def convert_arg(func_name: str, index: int, value: Any,
+                array_hint: str = PackedFunc.array_hint) -> tuple[TypeCode, Any]:
+    """Convert positional argument `index` of a call to `func_name`; raises ArgumentError naming both
+    (`array_hint`: what the message suggests for a numpy array, which no backend takes as it is)."""
     got = classify(value)
     where = f"argument {index}"
     if got is None:
-        raise _unsupported(func_name, where, value)
+        raise _unsupported(func_name, where, value, array_hint)
     code, norm = got
     if code == TypeCode.INT and not _I64_MIN <= norm <= _I64_MAX:
         raise ArgumentError(f"{func_name}: {where} = {norm} does not fit in int64")

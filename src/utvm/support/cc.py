@@ -2,7 +2,8 @@
 
 Every C build utvm does goes through here, so flags, caching and error reporting are uniform:
 - `crt_dir()`: the CRT shipped as package data (`utvm/crt`).
-- `make_crt_libs(...)`: the CRT's own standalone make build (the same one users run).
+- `make_crt_libs(...)`: the CRT's own standalone make build (the same one users run);
+  `cached_crt_libs(...)`: the same, built once per CRT tree + crt_config.h + compiler + flags and cached.
 - `compile_link(...)`: compile C sources and link an executable or a shared library.
 - Outputs are cached under `cache_dir()` by a content hash of every input (sources, headers, flags,
   compiler version), so rebuilding is a dictionary lookup. Set UTVM_CACHE_DIR to move the cache.
@@ -90,6 +91,62 @@ def make_crt_libs(
            f"CC={cc}", f"AR={ar}", f"EXTRA_CFLAGS={' '.join(cflags)}", *libs]
     run(cmd, what=f"CRT build ({', '.join(libs)})")
     return {lib: build_dir / f"lib{lib}.a" for lib in libs}
+
+
+def crt_config_headers(crt_config: Path | str) -> dict[str, str]:
+    """The headers a CRT build sees through CRT_CONFIG: {file name: text}.
+
+    `crt_config` is the text of crt_config.h (a str), a crt_config.h file, or a directory holding one
+    (every *.h at its top level is taken: the Makefile puts the whole directory on the include path).
+    """
+    if isinstance(crt_config, str):
+        return {"crt_config.h": crt_config}
+    path = Path(crt_config)
+    if path.is_file() and path.name == "crt_config.h":
+        return {"crt_config.h": path.read_text()}
+    if not (path / "crt_config.h").is_file():
+        raise BuildError(f"CRT config {str(path)!r} is neither a crt_config.h nor a directory holding one")
+    return {h.name: h.read_text() for h in sorted(path.glob("*.h")) if h.is_file()}
+
+
+def cached_crt_libs(
+    crt_config: Path | str,
+    cc: str = "gcc",
+    cflags: Sequence[str] = (),
+    libs: Sequence[str] = ("common", "memory"),
+    ar: str = "ar",
+) -> dict[str, Path]:
+    """make_crt_libs(), cached: {lib: path/to/lib<lib>.a}, built once per distinct input.
+
+    `crt_config` as for `crt_config_headers` (the text of crt_config.h, the file, or its directory). The
+    key is the content of the CRT tree (sources, headers, Makefile, POSIX port, and where each file sits),
+    the config headers, the libraries asked for, the compiler and its version, the archiver, `cflags`
+    and the CFLAGS environment variable (the CRT Makefile reads it). The entry
+    `cache_dir()/crt-<key>/` holds the archives, the config used (`config/`) and `crt.txt` describing
+    the build; it appears by an atomic rename (`cached_build`), so concurrent processes either find it
+    complete or build their own copy, and the loser's copy is discarded.
+    """
+    headers = crt_config_headers(crt_config)
+    wanted = list(dict.fromkeys(libs))  # the order asked for, once each
+    crt = crt_dir()
+    sources = [crt / "include", crt / "src", crt / "host", crt / "Makefile"]
+    layout = sorted(str(p.relative_to(crt)) for d in sources[:3] for p in d.rglob("*") if p.is_file())
+    extra = ["crt-libs-v1", *sorted(wanted), cc, compiler_version(cc), ar, *cflags,
+             f"CFLAGS={os.environ.get('CFLAGS', '')}", *layout,
+             *(f"{name}\0{text}" for name, text in sorted(headers.items()))]
+
+    def builder(tmp: Path) -> Path:
+        config_dir = tmp / "config"
+        config_dir.mkdir()
+        for name, text in headers.items():
+            (config_dir / name).write_text(text)
+        make_crt_libs(tmp, config_dir, wanted, cc=cc, cflags=cflags, ar=ar)
+        shutil.rmtree(tmp / "obj", ignore_errors=True)  # the archives hold the objects
+        (tmp / "crt.txt").write_text(f"libs: {' '.join(wanted)}\ncc: {cc}\nar: {ar}\ncflags: {' '.join(cflags)}\n")
+        return tmp / "crt.txt"
+
+    entry = cached_build(sources, extra, "crt.txt", builder).parent
+    return {lib: entry / f"lib{lib}.a" for lib in wanted}
 
 
 def compile_link(

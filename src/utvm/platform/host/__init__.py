@@ -1,10 +1,12 @@
 """The host platform: evaluation firmware as a Linux program speaking the link on stdin/stdout.
 
-`build_device()` compiles the CRT (common, memory, rpc_common, rpc_server and the POSIX port) with the
-CRT's own Makefile, plus `src/main.c` (reads stdin, feeds MicroTVMRpcServerLoop, writes replies raw and
-unbuffered to stdout, exits on end of input or Shutdown) and, optionally, the test library
-`src/utvm_test_functions.c` (testing.add_one / fail / log / sleep_ms) and extra sources (e.g. a generated
-system library). Outputs are cached by a content hash of every input (`utvm.support.cc.cached_build`),
+`build_device()` links the CRT (common, memory, rpc_common, rpc_server and the POSIX port) with
+`src/main.c` (reads stdin, feeds MicroTVMRpcServerLoop, writes replies raw and unbuffered to stdout, exits
+on end of input or Shutdown) and, optionally, the test library `src/utvm_test_functions.c`
+(testing.add_one / fail / log / sleep_ms) and extra sources (e.g. a generated system library). The CRT
+libraries come from the CRT's own Makefile, cached per CRT tree + crt_config.h + compiler + flags
+(`utvm.support.cc.cached_crt_libs`), so a firmware build compiles only main.c, the test functions and the
+extra sources. The executable is cached by a content hash of every input (`utvm.support.cc.cached_build`),
 so an unchanged rebuild costs a hash.
 
 Started with no arguments the executable needs nothing from Python: any client that speaks the wire
@@ -121,7 +123,9 @@ def build_device(
         config_dir = tmp / "config"
         config_dir.mkdir()
         (config_dir / "crt_config.h").write_text(config_text)
-        libs = cc.make_crt_libs(tmp / "crt", config_dir, CRT_LIBS, cc=compiler, cflags=[*OPT_FLAGS, *san])
+        # The CRT libraries depend only on the config, compiler and flags: cached apart from the firmware,
+        # so a new model (or a changed main.c) recompiles just its own sources.
+        libs = cc.cached_crt_libs(config_text, compiler, [*OPT_FLAGS, *san], CRT_LIBS)
         incs = [config_dir, cc.crt_dir() / "include", INCLUDE_DIR]
         objects = []
         for src in own_sources:  # our own C is held to the strict flags

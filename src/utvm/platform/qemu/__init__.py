@@ -1,9 +1,14 @@
 """QEMU Cortex-M platforms: utvm firmware on qemu-system-arm's MPS2 boards (DESIGN.md §9).
 
 `qemu-cortex-m3` (mps2-an385), `qemu-cortex-m4` (mps2-an386, hard float), `qemu-cortex-m7` (mps2-an500).
-- `boards`: the board table and toolchain lookup.
-- `project`: generating and building self-contained firmware projects (template/).
-- `runner`: running firmware in QEMU with UART0 as a binary-clean byte link.
+
+- `boards`: the board table (machine, core, compiler flags) and toolchain lookup.
+- `project`: self-contained firmware projects from `template/` (startup + vector table, linker script,
+  CMSDK UART0, SysTick, semihosting, TVMPlatform hooks, Makefile), built with make and cached.
+- `runner`: QEMU's command line and `QemuTransport`, the binary-clean byte link over UART0.
+- `platform`: the RPC evaluation firmware as a utvm platform (`build`, `start` -> `utvm.rpc.Session`).
+- `deploy`: standalone firmware (`utvm deploy`): main.c, sample inputs, reading what it prints.
+- `footprint`: flash/RAM by category from the linker map, worst-case stack from the call graph (`utvm size`).
 """
 
 from __future__ import annotations

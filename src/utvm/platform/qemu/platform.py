@@ -20,13 +20,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-__all__ = ["QemuPlatform", "QemuTransport", "QemuCortexM3Platform", "QemuCortexM4Platform",
-           "QemuCortexM7Platform"]
-
 from utvm.errors import PlatformError
 from utvm.platform.qemu.boards import INSTRUCTIONS_PER_SECOND, get_board
 from utvm.platform.qemu.project import APPS_DIR, FirmwareSpec, build_firmware
 from utvm.platform.qemu.runner import QemuTransport
+
+__all__ = ["QemuCortexM3Platform", "QemuCortexM4Platform", "QemuCortexM7Platform", "QemuPlatform", "QemuTransport"]
 
 #: The host platform's test library is platform neutral (C99 + CRT); the QEMU firmware links the same file.
 TEST_FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "host"

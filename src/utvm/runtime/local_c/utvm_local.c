@@ -10,6 +10,9 @@
  *   utvm.local.tensor_sum(t)               sum of a compact DLTensor's elements (int8/int32/float32/float64)
  *   utvm.local.tensor_scale(t, k)          multiplies a compact float32 DLTensor by k in place
  *   utvm.local.fail(message)               fails with `message` (kTvmErrorFunctionCallInvalidArg)
+ *   testing.add_one(a, b)                  b = a + 1 for compact float32 tensors of one shape: the same
+ *                                          contract as the host device's test function, so the same
+ *                                          Python code runs against the local and the rpc backends
  *   utvm.local.test_module()               a module handle of a small const-registry module whose
  *                                          functions are add_one(x) and is_self() (1 if resource_handle
  *                                          is that module's TVMModule*)
@@ -37,6 +40,8 @@ static int call_with(const char* fname, TVMFunctionHandle func, TVMValue* args, 
 static int resolve_callee(const char* fname, const TVMValue* arg, int type_code,
                           TVMFunctionHandle* out);
 static int tensor_num_elements(const char* fname, const DLTensor* t, int64_t* out);
+static int check_float_tensor(const char* fname, const TVMValue* args, const int* type_codes, int index,
+                              int64_t* out_count);
 
 static int check_num_args(const char* fname, int num_args, int min_args, int max_args) {
   if (num_args < min_args || (max_args >= 0 && num_args > max_args)) {
@@ -307,6 +312,65 @@ static int fail(TVMValue* args, int* type_codes, int num_args, TVMValue* out_ret
   return err;
 }
 
+static int check_float_tensor(const char* fname, const TVMValue* args, const int* type_codes, int index,
+                              int64_t* out_count) {
+  const DLTensor* t;
+  int err = check_type(fname, type_codes, index, (int)kTVMDLTensorHandle, "a DLTensor");
+  if (err != 0) {
+    return err;
+  }
+  t = (const DLTensor*)args[index].v_handle;
+  if ((t == NULL) || (t->dtype.code != (uint8_t)kDLFloat) || (t->dtype.bits != 32U) || (t->dtype.lanes != 1U)) {
+    TVMAPISetLastErrorf("%s: argument %d must be a float32 tensor", fname, index);
+    return (int)kTvmErrorFunctionCallWrongArgType;
+  }
+  return tensor_num_elements(fname, t, out_count);
+}
+
+static int testing_add_one(TVMValue* args, int* type_codes, int num_args, TVMValue* out_ret_value,
+                           int* out_ret_tcode, void* resource_handle) {
+  static const char* const kName = "testing.add_one";
+  const DLTensor* a = NULL;
+  const DLTensor* b = NULL;
+  int64_t count_a = 0;
+  int64_t count_b = 0;
+  int64_t i;
+  int32_t d;
+  int err = check_num_args(kName, num_args, 2, 2);
+  (void)resource_handle;
+  if (err == 0) {
+    err = check_float_tensor(kName, args, type_codes, 0, &count_a);
+  }
+  if (err == 0) {
+    err = check_float_tensor(kName, args, type_codes, 1, &count_b);
+  }
+  if (err == 0) {
+    a = (const DLTensor*)args[0].v_handle;
+    b = (const DLTensor*)args[1].v_handle;
+    if (a->ndim != b->ndim) {
+      TVMAPISetLastErrorf("%s: a has %d dims but b has %d", kName, (int)a->ndim, (int)b->ndim);
+      err = (int)kTvmErrorFunctionCallInvalidArg;
+    }
+  }
+  for (d = 0; (err == 0) && (d < a->ndim); ++d) {
+    if (a->shape[d] != b->shape[d]) {
+      TVMAPISetLastErrorf("%s: dimension %d differs: a has %ld, b has %ld", kName, (int)d, (long)a->shape[d],
+                          (long)b->shape[d]);
+      err = (int)kTvmErrorFunctionCallInvalidArg;
+    }
+  }
+  if (err == 0) {
+    const float* src = (const float*)(const void*)((const uint8_t*)a->data + a->byte_offset);
+    float* dst = (float*)(void*)((uint8_t*)b->data + b->byte_offset);
+    for (i = 0; i < count_a; ++i) {
+      dst[i] = src[i] + 1.0f;
+    }
+    out_ret_value->v_handle = NULL;
+    *out_ret_tcode = (int)kTVMNullptr;
+  }
+  return err;
+}
+
 static int module_add_one(TVMValue* args, int* type_codes, int num_args, TVMValue* out_ret_value,
                           int* out_ret_tcode, void* resource_handle) {
   static const char* const kName = "utvm.local.test_module:add_one";
@@ -383,7 +447,7 @@ int UTVMLocalRegisterGlobals(void) {
       {"utvm.local.accumulate", accumulate},     {"utvm.local.add_int", add_int},
       {"utvm.local.echo", echo},                 {"utvm.local.tensor_sum", tensor_sum},
       {"utvm.local.tensor_scale", tensor_scale}, {"utvm.local.fail", fail},
-      {"utvm.local.test_module", test_module},
+      {"utvm.local.test_module", test_module},   {"testing.add_one", testing_add_one},
   };
   size_t i;
   for (i = 0; i < sizeof(kGlobals) / sizeof(kGlobals[0]); ++i) {

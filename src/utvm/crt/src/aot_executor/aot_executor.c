@@ -28,7 +28,7 @@ tvm_crt_error_t TVMAotExecutor_CheckModel(const TVMModel* model) {
                         model_name(model));
     return kTvmErrorExecutorModuleBadContext;
   }
-  if (model->num_workspaces > 0U && model->workspace_size == NULL) {
+  if ((model->num_workspaces > 0U) && (model->workspace_size == NULL)) {
     TVMAPISetLastErrorf("TVMAotExecutor: model '%s' declares %u workspaces but no sizes",
                         model_name(model), (unsigned)model->num_workspaces);
     return kTvmErrorExecutorModuleBadContext;
@@ -42,23 +42,23 @@ tvm_crt_error_t TVMAotExecutor_CheckContext(const TVMModel* model, const TVMCont
     return kTvmErrorNoError;
   }
   for (i = 0U; i < model->num_workspaces; ++i) {
-    const void* ws;
+    const uint8_t* ws;
     if (model->workspace_size[i] == 0U) {
       continue;
     }
-    if (context == NULL || context->workspace == NULL) {
+    if ((context == NULL) || (context->workspace == NULL)) {
       TVMAPISetLastErrorf("TVMAotExecutor: model '%s' takes its workspace from the context "
                           "(%lu bytes); call TVMSetWorkspaces first",
                           model_name(model), (unsigned long)model->workspace_size[i]);
       return kTvmErrorExecutorModuleBadContext;
     }
-    ws = context->workspace[i];
+    ws = (const uint8_t*)context->workspace[i];
     if (ws == NULL) {
       TVMAPISetLastErrorf("TVMAotExecutor: model '%s': workspace %u is NULL (%lu bytes needed)", model_name(model),
                           (unsigned)i, (unsigned long)model->workspace_size[i]);
       return kTvmErrorExecutorModuleBadContext;
     }
-    if (((size_t)ws % (size_t)TVM_MICRO_WORKSPACE_ALIGNMENT) != 0U) {
+    if (((uintptr_t)ws % (uintptr_t)TVM_MICRO_WORKSPACE_ALIGNMENT) != 0U) {
       TVMAPISetLastErrorf("TVMAotExecutor: model '%s': workspace %u is not %u-byte aligned", model_name(model),
                           (unsigned)i, (unsigned)TVM_MICRO_WORKSPACE_ALIGNMENT);
       return kTvmErrorExecutorModuleBadContext;
@@ -77,7 +77,7 @@ tvm_crt_error_t TVMAotExecutor_Run(const TVMModel* model, void* inputs, void* ou
   if (err != kTvmErrorNoError) {
     return err;
   }
-  if (inputs == NULL || outputs == NULL) {
+  if ((inputs == NULL) || (outputs == NULL)) {
     TVMAPISetLastErrorf("TVMAotExecutor: model '%s': inputs and outputs must not be NULL", model_name(model));
     return kTvmErrorFunctionCallInvalidArg;
   }

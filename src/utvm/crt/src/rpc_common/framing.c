@@ -306,11 +306,11 @@ static tvm_crt_error_t unframer_data_byte(TVMUnframer* unframer, uint8_t byte) {
 /* The second byte of an FF xx pair. */
 static tvm_crt_error_t unframer_escape_pair(TVMUnframer* unframer, uint8_t second) {
   const uint8_t pair[2] = {TVM_FRAMING_ESCAPE, second};
-  const int counted = ((unframer->state == (uint8_t)kTVMUnframerLength) ||
-                       (unframer->state == (uint8_t)kTVMUnframerPayload))
-                          ? 1
-                          : 0;
+  int counted = 0; /* inside length or payload: the pair is part of the CRC */
   tvm_crt_error_t err = kTvmErrorNoError;
+  if ((unframer->state == (uint8_t)kTVMUnframerLength) || (unframer->state == (uint8_t)kTVMUnframerPayload)) {
+    counted = 1;
+  }
   switch (second) {
     case TVM_FRAMING_ESCAPE:
       if (counted != 0) {

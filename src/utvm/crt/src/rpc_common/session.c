@@ -238,8 +238,10 @@ static tvm_crt_error_t session_control(TVMSession* session) {
   uint16_t id = (uint16_t)((uint16_t)session->rx_header[0] | (uint16_t)((uint16_t)session->rx_header[1] << 8));
   uint8_t initiator_nonce = (uint8_t)(id & 0xFFU);
   uint8_t responder_nonce = (uint8_t)(id >> 8);
-  int version_ok =
-      ((session->rx_control_len == 1U) && (session->rx_control_byte == TVM_SESSION_VERSION)) ? 1 : 0;
+  int version_ok = 0;
+  if ((session->rx_control_len == 1U) && (session->rx_control_byte == TVM_SESSION_VERSION)) {
+    version_ok = 1;
+  }
   switch (session->rx_type) {
     case kTVMSessionMessageStartInit: {
       static const uint8_t kVersion[1] = {TVM_SESSION_VERSION};

@@ -46,7 +46,10 @@ typedef struct {
 
 static uint64_t load_u64(const uint8_t* p);
 static uint32_t load_u32(const uint8_t* p);
+static int32_t to_i32(uint32_t u);
+static int64_t to_i64(uint64_t u);
 static int read_u64(Reader* r, uint64_t* out);
+static int bytes_equal_text(const uint8_t* bytes, const char* text, size_t length);
 static int read_i32(Reader* r, int32_t* out);
 static tvm_crt_error_t decode_tensor(TVMMinRpcServer* server, Reader* r, const char* what, DLTensor* tensor,
                                      int64_t* shape);
@@ -95,6 +98,32 @@ static uint32_t load_u32(const uint8_t* p) {
   return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
+/* The signed integer whose two's-complement bits are u (wire integers are sent as their bits). Written
+ * out rather than cast, since converting an out-of-range value to a signed type is implementation
+ * defined, and rather than memcpy'd between types of different signedness (MISRA 21.15). */
+static int32_t to_i32(uint32_t u) {
+  int32_t value;
+  if (u <= (uint32_t)INT32_MAX) {
+    value = (int32_t)u;
+  } else {
+    /* u = 2^32 - 1 - magnitude with magnitude <= INT32_MAX, so the value is -magnitude - 1. */
+    const uint32_t magnitude = ~u;
+    value = -(int32_t)magnitude - 1;
+  }
+  return value;
+}
+
+static int64_t to_i64(uint64_t u) {
+  int64_t value;
+  if (u <= (uint64_t)INT64_MAX) {
+    value = (int64_t)u;
+  } else {
+    const uint64_t magnitude = ~u; /* as in to_i32 */
+    value = -(int64_t)magnitude - 1;
+  }
+  return value;
+}
+
 static int read_u64(Reader* r, uint64_t* out) {
   if ((r->size - r->pos) < 8U) {
     return 0;
@@ -110,9 +139,21 @@ static int read_i32(Reader* r, int32_t* out) {
     return 0;
   }
   u = load_u32(&r->data[r->pos]);
-  (void)memcpy(out, &u, sizeof(*out));
+  *out = to_i32(u);
   r->pos += 4U;
   return 1;
+}
+
+/* Nonzero when the `length` bytes equal the first `length` characters of text. */
+static int bytes_equal_text(const uint8_t* bytes, const char* text, size_t length) {
+  int equal = 1;
+  size_t i;
+  for (i = 0U; (i < length) && (equal != 0); ++i) {
+    if (bytes[i] != (uint8_t)text[i]) {
+      equal = 0;
+    }
+  }
+  return equal;
 }
 
 /* A bare tensor header: u64 data, device, i32 ndim, dtype, i64 shape[ndim], u64 byte_offset. */
@@ -148,7 +189,7 @@ static tvm_crt_error_t decode_tensor(TVMMinRpcServer* server, Reader* r, const c
   for (i = 0; i < ndim; ++i) {
     uint64_t dim = 0U;
     (void)read_u64(r, &dim);
-    (void)memcpy(&shape[i], &dim, sizeof(dim));
+    shape[i] = to_i64(dim);
   }
   (void)read_u64(r, &byte_offset);
   tensor->data = (void*)(uintptr_t)data;
@@ -175,7 +216,7 @@ static tvm_crt_error_t decode_value(TVMMinRpcServer* server, Reader* r, const ch
       if (!read_u64(r, &u)) {
         break;
       }
-      (void)memcpy(value, &u, sizeof(u)); /* the 8 bytes of an int64 or a double */
+      value->v_int64 = to_i64(u); /* the 8 bytes of an int64 or a double: the union carries either */
       return kTvmErrorNoError;
     case kTVMOpaqueHandle:
     case kTVMModuleHandle:
@@ -324,14 +365,16 @@ static tvm_crt_error_t check_args(TVMMinRpcServer* server, const char* what, int
   }
   for (i = 0; i < expected; ++i) {
     const int tc = server->type_codes[i];
-    int ok;
+    int ok = 0;
     if (codes[i] >= 0) {
-      ok = (tc == codes[i]) ? 1 : 0;
+      if (tc == codes[i]) {
+        ok = 1;
+      }
+    } else if ((tc == (int)kTVMOpaqueHandle) || (tc == (int)kTVMNullptr) || (tc == (int)kTVMModuleHandle) ||
+               (tc == (int)kTVMPackedFuncHandle)) {
+      ok = 1;
     } else {
-      ok = ((tc == (int)kTVMOpaqueHandle) || (tc == (int)kTVMNullptr) || (tc == (int)kTVMModuleHandle) ||
-            (tc == (int)kTVMPackedFuncHandle))
-               ? 1
-               : 0;
+      /* not a handle */
     }
     if (ok == 0) {
       TVMMinRpcServer_SetError(server, "%s: argument %d has type code %d, expected %d", what, i, tc,
@@ -357,17 +400,18 @@ static void emit(Emitter* e, const void* data, size_t size) {
 
 static void emit_u64(Emitter* e, uint64_t value) {
   uint8_t bytes[8];
-  int i;
-  for (i = 0; i < 8; ++i) {
-    bytes[i] = (uint8_t)((value >> (8U * (unsigned)i)) & 0xFFU);
+  uint64_t rest = value;
+  size_t i;
+  for (i = 0U; i < sizeof(bytes); ++i) {
+    bytes[i] = (uint8_t)(rest & 0xFFU);
+    rest >>= 8;
   }
   emit(e, bytes, sizeof(bytes));
 }
 
 static void emit_i32(Emitter* e, int32_t value) {
-  uint32_t u;
+  const uint32_t u = (uint32_t)value; /* two's-complement bits, well defined for every value */
   uint8_t bytes[4];
-  (void)memcpy(&u, &value, sizeof(u));
   bytes[0] = (uint8_t)(u & 0xFFU);
   bytes[1] = (uint8_t)((u >> 8) & 0xFFU);
   bytes[2] = (uint8_t)((u >> 16) & 0xFFU);
@@ -382,7 +426,7 @@ static void emit_value(Emitter* e, const TVMValue* value, int type_code) {
     case kTVMArgInt:
     case kDLUInt:
     case kTVMArgFloat:
-      (void)memcpy(&u, value, sizeof(u));
+      u = (uint64_t)value->v_int64; /* the 8 bytes of an int64 or a double */
       emit_u64(e, u);
       break;
     case kTVMOpaqueHandle:
@@ -573,9 +617,7 @@ static void header_step(TVMMinRpcServer* server) {
       server->rx_needed = MINRPC_PREFIX_BYTES;
     }
   } else if (server->rx_received == MINRPC_PREFIX_BYTES) {
-    int32_t code;
-    uint32_t u = load_u32(&b[8]);
-    (void)memcpy(&code, &u, sizeof(code));
+    const int32_t code = to_i32(load_u32(&b[8]));
     if (code == (int32_t)kTVMMinRpcCopyToRemote) {
       server->rx_needed = MINRPC_COPY_NDIM_END;
       if (body < MINRPC_COPY_NDIM_END) {
@@ -591,9 +633,7 @@ static void header_step(TVMMinRpcServer* server) {
       server->rx_state = (uint8_t)kTVMMinRpcRxBuffer;
     }
   } else if (server->rx_received == MINRPC_COPY_NDIM_END) {
-    int32_t ndim;
-    uint32_t u = load_u32(&b[28]);
-    (void)memcpy(&ndim, &u, sizeof(ndim));
+    const int32_t ndim = to_i32(load_u32(&b[28]));
     if ((ndim < 0) || (ndim > TVM_CRT_MAX_NDIM)) {
       TVMMinRpcServer_SetError(server, "CopyToRemote: tensor ndim %ld is outside 0..%d (TVM_CRT_MAX_NDIM)",
                                (long)ndim, (int)TVM_CRT_MAX_NDIM);
@@ -734,7 +774,8 @@ static const char* code_name(int32_t code) {
                                        "DevGetAttr",   "DevAllocData",    "DevFreeData",  "DevStreamSync",
                                        "CopyAmongRemote", "DevAllocDataWithScope", "DevCreateStream",
                                        "DevFreeStream", "DevSetStream"};
-  if ((code >= 0) && (code < (int32_t)(sizeof(kNames) / sizeof(kNames[0])))) {
+  const size_t count = sizeof(kNames) / sizeof(kNames[0]);
+  if ((code >= 0) && ((size_t)code < count)) {
     return kNames[code];
   }
   return "RPC";
@@ -743,9 +784,7 @@ static const char* code_name(int32_t code) {
 /* A whole, CRC-checked message is in the buffer. */
 static tvm_crt_error_t process(TVMMinRpcServer* server) {
   Reader r;
-  int32_t code;
-  uint32_t u = load_u32(&server->buffer[8]);
-  (void)memcpy(&code, &u, sizeof(code));
+  const int32_t code = to_i32(load_u32(&server->buffer[8]));
   r.data = server->buffer;
   r.size = server->rx_body_size;
   r.pos = MINRPC_PREFIX_BYTES;
@@ -789,7 +828,7 @@ static tvm_crt_error_t handle_init_server(TVMMinRpcServer* server, Reader* r) {
       (check_end(server, r, "InitServer") != kTvmErrorNoError)) {
     return send_error(server);
   }
-  if ((length != (uint64_t)(sizeof(kVersion) - 1U)) || (memcmp(version, kVersion, sizeof(kVersion) - 1U) != 0)) {
+  if ((length != (uint64_t)(sizeof(kVersion) - 1U)) || !bytes_equal_text(version, kVersion, sizeof(kVersion) - 1U)) {
     TVMMinRpcServer_SetError(server, "InitServer: client protocol version '%.*s' is not %s", (int)((length < 16U) ? length : 16U),
                              (const char*)version, kVersion);
     return send_error(server);
@@ -936,8 +975,10 @@ static int device_available(DLDevice dev) {
 static tvm_crt_error_t sys_alloc(TVMMinRpcServer* server, const char* what, DLDevice dev, uint64_t num_bytes,
                                  uint64_t alignment, DLDataType type_hint) {
   void* base = NULL;
-  void* ptr;
-  uintptr_t data;
+  uint8_t* block;
+  uint8_t* ptr;
+  uintptr_t address;
+  size_t pad;
   size_t request;
   size_t runtime_alignment;
   int rc;
@@ -974,9 +1015,14 @@ static tvm_crt_error_t sys_alloc(TVMMinRpcServer* server, const char* what, DLDe
                              (unsigned long)num_bytes);
     return send_error(server);
   }
-  data = ((uintptr_t)base + (uintptr_t)(alignment - 1U)) & ~(uintptr_t)(alignment - 1U);
-  ptr = (void*)data;
-  (void)TVMMinRpcServer_AddAllocation(server, kTVMMinRpcAllocDataSpace, ptr, base, data, (size_t)num_bytes, dev);
+  /* Align up inside the block: pad = bytes to the next multiple of alignment (0 when base is aligned),
+   * which is < alignment, and the block has that many spare bytes whenever the runtime aligned it less. */
+  block = (uint8_t*)base;
+  address = (uintptr_t)block;
+  pad = (size_t)((~address + 1U) & ((uintptr_t)alignment - 1U));
+  ptr = &block[pad];
+  (void)TVMMinRpcServer_AddAllocation(server, kTVMMinRpcAllocDataSpace, ptr, base, address + (uintptr_t)pad,
+                                      (size_t)num_bytes, dev);
   return send_handle(server, ptr);
 }
 

@@ -29,9 +29,7 @@ typedef struct {
 } MicroRpcServer;
 
 static MicroRpcServer g_server;
-static uint8_t g_initialized = 0U;
-/* The message buffer: the largest RPC message the server executes whole. */
-static uint8_t g_message_buffer[TVM_CRT_MAX_PACKET_SIZE_BYTES];
+static uint8_t g_server_initialized = 0U;
 
 static tvm_crt_error_t on_message_start(void* context, TVMSessionMessageType type, uint32_t body_size_bytes);
 static tvm_crt_error_t on_message_data(void* context, const uint8_t* data, size_t size_bytes);
@@ -115,7 +113,7 @@ static int get_crt_max_packet_size(TVMValue* args, int* type_codes, int num_args
 void TVMPlatformLog(int level, const char* message, size_t length) {
   size_t size = length;
   (void)level;
-  if ((g_initialized == 0U) || (message == NULL) ||
+  if ((g_server_initialized == 0U) || (message == NULL) ||
       (g_server.framer.state == (uint8_t)kTVMFramerStateInPacket)) {
     return;
   }
@@ -126,6 +124,8 @@ void TVMPlatformLog(int level, const char* message, size_t length) {
 }
 
 microtvm_rpc_server_t MicroTVMRpcServerInit(microtvm_rpc_channel_write_t write_func, void* write_func_ctx) {
+  /* The message buffer: the largest RPC message the server executes whole. */
+  static uint8_t message_buffer[TVM_CRT_MAX_PACKET_SIZE_BYTES];
   TVMSessionHandler session_handler;
   TVMUnframerHandler unframer_handler;
   TVMMinRpcReplyWriter writer;
@@ -134,7 +134,7 @@ microtvm_rpc_server_t MicroTVMRpcServerInit(microtvm_rpc_channel_write_t write_f
   uint8_t nonce = 0U;
   tvm_crt_error_t err;
 
-  g_initialized = 0U;
+  g_server_initialized = 0U;
   err = TVMInitializeRuntime();
   if (err != kTvmErrorNoError) {
     TVMPlatformAbort(err);
@@ -168,10 +168,10 @@ microtvm_rpc_server_t MicroTVMRpcServerInit(microtvm_rpc_channel_write_t write_f
   writer.finish = reply_finish;
   writer.log = reply_log;
   writer.context = &g_server;
-  TVMMinRpcServer_Init(&g_server.rpc, g_message_buffer, sizeof(g_message_buffer), &writer);
+  TVMMinRpcServer_Init(&g_server.rpc, message_buffer, sizeof(message_buffer), &writer);
 
   g_server.running = 1U;
-  g_initialized = 1U;
+  g_server_initialized = 1U;
   /* Tell a host that may be waiting on a previous incarnation that we reset. If nobody listens yet the
    * write may fail; the host's own terminate + start-init will sort things out. */
   (void)TVMSession_Initialize(&g_server.session);
@@ -180,10 +180,11 @@ microtvm_rpc_server_t MicroTVMRpcServerInit(microtvm_rpc_channel_write_t write_f
 
 tvm_crt_error_t MicroTVMRpcServerLoop(microtvm_rpc_server_t server, uint8_t** new_data,
                                       size_t* new_data_size_bytes) {
-  MicroRpcServer* s = (MicroRpcServer*)server;
+  /* The only server is g_server: the handle is checked against it, then g_server is used directly. */
+  MicroRpcServer* const s = &g_server;
   size_t consumed = 0U;
   tvm_crt_error_t err;
-  if ((s != &g_server) || (g_server.running == 0U)) {
+  if ((server != (microtvm_rpc_server_t)s) || (g_server.running == 0U)) {
     return kTvmErrorPlatformShutdown;
   }
   if ((new_data == NULL) || (*new_data == NULL) || (new_data_size_bytes == NULL) || (*new_data_size_bytes == 0U)) {
