@@ -145,3 +145,21 @@ def test_compare_conventions_table(capsys: pytest.CaptureFixture) -> None:
     assert packed[stack] > unpacked[stack] > c[stack]
     assert packed[measured] > c[measured]
     assert c[saved] == packed[total] - c[total] and c[stack_saved] == packed[stack] - c[stack]
+
+
+@pytest.mark.slow
+def test_size_text_report(capsys: pytest.CaptureFixture) -> None:
+    argv = ["size", str(MICRO_SPEECH), "--platform", "qemu-cortex-m3", "--model-name", "ms", "-q",
+            "--unpacked-api", "--interface-api", "c"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "model ms on qemu-cortex-m3 (c convention)" in out
+    rows = {line.split()[0]: [int(v) for v in line.split()[1:]] for line in out.splitlines()[3:8]}
+    assert list(rows) == ["runtime", "operators", "constants", "application", "total"]
+    assert rows["total"] == [sum(r[i] for name, r in rows.items() if name != "total") for i in range(4)]
+    assert "(matches)" in out and "(consistent)" in out
+    assert "exception frame" in out and "deepest path: Reset_Handler -> main" in out
+    # The C interface reaches the model through TVMModel's function pointer: an indirect call, flagged.
+    assert "flagged, indirect calls" in out
+    assert main([*argv, "--no-run"]) == 0
+    assert "measured in QEMU" not in capsys.readouterr().out

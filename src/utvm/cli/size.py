@@ -10,7 +10,8 @@ Builds the standalone firmware `utvm deploy` writes (cached) and reports:
   what arm-none-eabi-size says of the ELF;
 - the worst-case stack, summed along the call graph from GCC's -fstack-usage / -fcallgraph-info (indirect
   calls followed to every address-taken function and flagged; library functions from their disassembly),
-  cross-checked against the high-water mark of a run in QEMU (stack painting).
+  cross-checked against the high-water mark of a run in QEMU (stack painting): if the run used more than
+  the static bound, the report says so and the command exits with status 1.
 --compare-conventions compiles the model three times (packed; unpacked; unpacked + C interface) and prints
 text, data, bss, total and max stack of each, with the savings against packed (the RFC's table).
 """

@@ -72,7 +72,8 @@ class QemuTransport(SubprocessTransport):
         return f"QEMU {self.board.machine} running {self.elf.name} (pid {self.proc.pid})"
 
     def stderr_tail(self, limit: int = 2000) -> str:
-        # QEMU always warns that the board's Ethernet has no peer; that says nothing about the firmware.
+        # QEMU always warns that the board's on-board Ethernet has no peer (`-nic none` cannot remove an
+        # on-board NIC); that says nothing about the firmware.
         lines = super().stderr_tail(limit).splitlines()
         return "\n".join(line for line in lines if "has no peer" not in line)
 
