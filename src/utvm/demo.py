@@ -64,11 +64,13 @@ def main() -> int:
         _step(2, "compiling for the AOT executor (packed calling convention)")
         t0 = time.perf_counter()
         compiled = compile(graph, model_name="kws", progress=lambda m: None)
+        compiled.source_model_name, compiled.source_model_bytes = path.name, path.read_bytes()
         for line in compiled.summary().splitlines():
             _detail(line)
         out_dir = Path.cwd() / "build" / "demo"
         tar = export_model_library_format(compiled, out_dir / "kws.tar")
-        _detail(f"Model Library Format: {tar} ({tar.stat().st_size // 1024} KiB) in "
+        shown = tar.relative_to(Path.cwd()) if tar.is_relative_to(Path.cwd()) else tar
+        _detail(f"Model Library Format: {shown} ({tar.stat().st_size // 1024} KiB) in "
                 f"{time.perf_counter() - t0:.2f} s")
 
         _step(3, "building host firmware: CRT + RPC server + the generated system library")

@@ -9,6 +9,8 @@ Layout (paths inside the tar):
     codegen/host/include/tvmgen_<m>.h      the model header (embedded C interface)
     parameters/<m>.npz                     the model's constants by tensor name (numpy .npz)
     src/<m>.json                           the compiled graph in utvm's IR (utvm.ir.Graph.to_json)
+    src/<model file>                       the .tflite/.onnx it was compiled from, when known (for --check);
+                                           named in metadata.json at modules.<m>.utvm.source_model
     runtime/                               the C runtime (include/, src/, host/, templates/, Makefile)
     templates/crt_config.h.template        the CRT configuration to copy into a firmware project
     templates/platform.c.template          a TVMPlatform* port skeleton
@@ -19,6 +21,7 @@ returns an equal `CompiledModel`.
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import os
@@ -59,16 +62,31 @@ def _params_npz(graph: Graph) -> bytes:
     return buf.getvalue()
 
 
+def _source_arcname(compiled: CompiledModel) -> str:
+    """File name under src/ for the original model: its own name, never clashing with src/<m>.json."""
+    if compiled.source_model_bytes is None or not compiled.source_model_name:
+        return ""
+    name = Path(compiled.source_model_name).name
+    return f"model_{name}" if name == f"{compiled.model_name}.json" else name
+
+
 def model_library_files(compiled: CompiledModel) -> dict[str, bytes]:
     """Every file of the archive (path inside the tar -> bytes), in archive order."""
     m = compiled.model_name
-    files: dict[str, bytes] = {"metadata.json": json.dumps(compiled.metadata, indent=2, sort_keys=True).encode()}
+    metadata = compiled.metadata
+    source_name = _source_arcname(compiled)
+    if source_name:
+        metadata = copy.deepcopy(metadata)
+        metadata["modules"][m]["utvm"]["source_model"] = source_name
+    files: dict[str, bytes] = {"metadata.json": json.dumps(metadata, indent=2, sort_keys=True).encode()}
     for name, text in sorted(compiled.sources.items()):
         files[f"codegen/host/src/{name}"] = text.encode()
     for name, text in sorted(compiled.includes.items()):
         files[f"codegen/host/include/{name}"] = text.encode()
     files[f"parameters/{m}.npz"] = _params_npz(compiled.graph)
     files[f"src/{m}.json"] = compiled.graph.to_json().encode()
+    if source_name and compiled.source_model_bytes is not None:
+        files[f"src/{source_name}"] = compiled.source_model_bytes
     for arcname, path in _runtime_files():
         files[arcname] = path.read_bytes()
     templates = cc.crt_dir() / "templates"
@@ -159,5 +177,11 @@ def load(path: str | os.PathLike) -> CompiledModel:
     if f"codegen/host/include/{header}" not in files:
         raise ModelFormatError(f"{path}: codegen/host/include/{header} is missing")
     includes = {header: files[f"codegen/host/include/{header}"].decode()}
+    source_name = extra.get("source_model") or ""
+    source_bytes = None
+    if source_name:
+        if f"src/{source_name}" not in files:
+            raise ModelFormatError(f"{path}: src/{source_name} is named in metadata.json but missing")
+        source_bytes = files[f"src/{source_name}"]
     return CompiledModel(opts, graph, graph, sources, includes, metadata, plan, operators,
-                         model_interface(graph, m), sys_funcs, log, constant_bytes)
+                         model_interface(graph, m), sys_funcs, log, constant_bytes, source_name, source_bytes)

@@ -48,6 +48,15 @@ def test_run_an_mlf_checks_against_utvm_reference(tmp_path: Path, capsys: pytest
     assert res["bit_exact"] is True and len(res["outputs"]["Identity"][0]) == 640
 
 
+def test_an_mlf_from_utvm_compile_is_checked_against_tflite(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # `utvm compile` keeps the model file in the archive, so --check on the MLF uses TFLite's own kernels.
+    tar = tmp_path / "hello.tar"
+    assert main(["compile", str(HELLO), "-o", str(tar), "--model-name", "hello"]) == 0
+    capsys.readouterr()
+    assert main(["run", str(tar), "--check", "--seed", "2"]) == 0
+    assert "check against TFLite reference kernels (ai-edge-litert): OK (bit-exact)" in capsys.readouterr().out
+
+
 def test_a_mismatch_exits_nonzero(capsys: pytest.CaptureFixture) -> None:
     # gemmlowp's double rounding differs from TFLite's single rounding by 1 LSB on many of ad01's outputs
     assert main(["run", str(AD01), "--rounding", "double", "--check", "--seed", "0"]) == 3

@@ -3,6 +3,7 @@ utvm.mlf.load, and that an extracted archive builds on its own (runtime/ + templ
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import shutil
@@ -101,6 +102,23 @@ def test_round_trip(exported: tuple, tmp_path: Path) -> None:
         assert back.system_lib_functions == c.system_lib_functions and back.constant_bytes == c.constant_bytes
     x = random_inputs(c, np.random.default_rng(0))
     np.testing.assert_array_equal(LocalModel(mlf.load(path)).run(x)[0], LocalModel(c).run(x)[0])
+
+
+def test_source_model_round_trips(exported: tuple, tmp_path: Path) -> None:
+    """The model file a compile came from travels under src/ and is named in metadata.json."""
+    c, _ = exported
+    src = tmp_path / "tiny.tflite"
+    src.write_bytes(b"\x1c\x00\x00\x00TFL3 not really a model")
+    with_source = dataclasses.replace(c, source_model_name=src.name, source_model_bytes=src.read_bytes())
+    path = mlf.export_model_library_format(with_source, tmp_path / "m.tar")
+    with tarfile.open(path) as tar:
+        assert tar.extractfile("src/tiny.tflite").read() == src.read_bytes()
+        meta = json.load(tar.extractfile("metadata.json"))
+    assert meta["modules"][c.model_name]["utvm"]["source_model"] == "tiny.tflite"
+    assert "source_model" not in c.metadata["modules"][c.model_name]["utvm"]  # export does not mutate
+    back = mlf.load(path)
+    assert back.source_model_name == "tiny.tflite" and back.source_model_bytes == src.read_bytes()
+    assert mlf.load(mlf.export_model_library_format(c, tmp_path / "plain.tar")).source_model_bytes is None
 
 
 def _extract(path: Path, where: Path) -> Path:

@@ -59,10 +59,13 @@ def compile_from_args(args: argparse.Namespace, model: Path, say=None):  # noqa:
         print(f"--- IR after {name} ({len(g.nodes)} ops) ---")
         print(g.dump())
 
-    return compile_graph(graph, model_name=args.model_name, executor=args.executor, unpacked_api=args.unpacked_api,
-                         interface_api=args.interface_api, workspace=args.workspace,
-                         memory_planner=args.memory_planner, rounding=args.rounding, progress=say,
-                         dump_ir=dump if getattr(args, "dump_ir", False) else None)
+    compiled = compile_graph(graph, model_name=args.model_name, executor=args.executor,
+                             unpacked_api=args.unpacked_api, interface_api=args.interface_api,
+                             workspace=args.workspace, memory_planner=args.memory_planner, rounding=args.rounding,
+                             progress=say, dump_ir=dump if getattr(args, "dump_ir", False) else None)
+    compiled.source_model_name = model.name
+    compiled.source_model_bytes = model.read_bytes()
+    return compiled
 
 
 def run(args: argparse.Namespace) -> int:

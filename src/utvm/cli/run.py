@@ -10,7 +10,8 @@ the outputs and times the call with the device's time evaluator. Inputs not give
 random (integers over the dtype's range, floats ~ N(0, 1)) from a seed that is printed.
 
 --check compares with the reference interpreter: TFLite's reference kernels (ai-edge-litert) for .tflite,
-onnxruntime for .onnx, and utvm's own reference semantics (utvm.ir.run_reference) for an MLF. int8
+onnxruntime for .onnx (for an MLF, on the model file it keeps under src/), and utvm's own reference
+semantics (utvm.ir.run_reference) for an MLF made without one. int8
 outputs must be bit-exact, float outputs within 1e-5 of the reference (relative to its magnitude); a
 mismatch exits with status 3. --json prints {outputs, bit_exact, max_abs_err, latency_s, seed}, plus
 `cycles` (instructions per run) on platforms whose clock counts instructions (QEMU under -icount: two runs
@@ -111,12 +112,19 @@ def run_on_device(session: Any, compiled: Any, inputs: Sequence[np.ndarray], rep
 
 def reference(model: Path | None, compiled: Any, inputs: Sequence[np.ndarray]) -> tuple[list[np.ndarray], str]:
     """The reference outputs and which interpreter produced them."""
+    source: Path | bytes | None = None
+    kind = ""
     if model is not None and not is_mlf(model):
-        from utvm.compiler.oracle import reference_outputs
         from utvm.frontend import model_kind
 
-        kind = model_kind(model)
-        (outs,) = reference_outputs(model, [list(inputs)])
+        source, kind = model, model_kind(model)
+    elif getattr(compiled, "source_model_bytes", None) is not None:
+        source = compiled.source_model_bytes
+        kind = "onnx" if compiled.source_model_name.lower().endswith(".onnx") else "tflite"
+    if source is not None:
+        from utvm.compiler.oracle import reference_outputs
+
+        (outs,) = reference_outputs(source, [list(inputs)], kind=kind)
         return outs, "TFLite reference kernels (ai-edge-litert)" if kind == "tflite" else "onnxruntime"
     from utvm.ir import run_reference
 

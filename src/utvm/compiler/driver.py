@@ -119,6 +119,9 @@ class CompiledModel:
     system_lib_functions: tuple[str, ...]
     pass_log: list[tuple[str, int]] = field(default_factory=list)
     constant_bytes: int = 0
+    # The model file it was compiled from (kept in the MLF so `utvm run --check` can use the real oracle).
+    source_model_name: str = ""
+    source_model_bytes: bytes | None = None
 
     @property
     def model_name(self) -> str:
