@@ -138,6 +138,31 @@ def test_session_over_serial_pty_pair():
         device.wait()
 
 
+@pytest.mark.parametrize("error", ["termios", "oserror"])
+def test_serial_port_that_goes_away_raises_link_closed(error: str) -> None:
+    """tcdrain on a pty whose other end exited fails with termios.error (EIO), not SerialException:
+    it must surface as LinkClosedError, never as a raw OS error."""
+    import termios
+
+    master, slave = os.openpty()
+    try:
+        t = SerialTransport(os.ttyname(slave))
+
+        def boom() -> None:
+            raise termios.error(5, "Input/output error") if error == "termios" else OSError(5, "EIO")
+
+        t.ser.flush = boom  # type: ignore[method-assign]
+        with pytest.raises(LinkClosedError, match="failed while writing"):
+            t.write(b"x", timeout=1.0)
+        t.ser.read = lambda n=1: boom()  # type: ignore[method-assign]
+        with pytest.raises(LinkClosedError, match="failed while reading"):
+            t.read(1, timeout=0.1)
+        t.close()
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
 def test_serial_missing_port():
     with pytest.raises(TransportError, match="cannot open serial port"):
         SerialTransport("/dev/nonexistent-utvm-port")

@@ -298,6 +298,16 @@ class SerialTransport(Transport):
         import serial  # pyserial; imported here so the other transports work without it
 
         self._serial_mod = serial
+        # A port that goes away (a board unplugged, a pty whose other end exited) fails with pyserial's
+        # SerialException, or straight from the OS: OSError, or termios.error from tcdrain in flush().
+        errors: tuple[type[BaseException], ...] = (serial.SerialException, OSError)
+        try:
+            import termios
+
+            errors += (termios.error,)
+        except ImportError:  # not POSIX
+            pass
+        self._io_errors = errors
         try:
             self.ser = serial.Serial(port, baudrate=baudrate, timeout=0, **serial_kwargs)
         except (serial.SerialException, OSError, ValueError) as exc:
@@ -308,7 +318,6 @@ class SerialTransport(Transport):
         return f"serial port {self.port}"
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        serial = self._serial_mod
         try:
             if self.ser.timeout != timeout:  # setting it reconfigures the port: only when it changes
                 self.ser.timeout = timeout
@@ -319,7 +328,7 @@ class SerialTransport(Transport):
             if waiting and max_bytes > 1:
                 return first + self.ser.read(min(waiting, max_bytes - 1))  # already there: no wait
             return first
-        except serial.SerialException as exc:
+        except self._io_errors as exc:
             raise LinkClosedError(f"{self.describe()} failed while reading: {exc}") from exc
 
     def write(self, data: bytes | bytearray | memoryview, timeout: float | None = None) -> None:
@@ -331,7 +340,7 @@ class SerialTransport(Transport):
             self.ser.flush()
         except serial.SerialTimeoutException as exc:
             raise SessionTimeoutError(f"{self.describe()} accepted no data for {timeout:.3g} s") from exc
-        except serial.SerialException as exc:
+        except self._io_errors as exc:
             raise LinkClosedError(f"{self.describe()} failed while writing: {exc}") from exc
 
     def close(self) -> None:
