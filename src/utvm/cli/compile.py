@@ -9,10 +9,10 @@ bound, constant bytes) goes to stdout. `--dump-ir` prints the graph after every 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
+from utvm.cli._progress import progress_printer
 from utvm.compiler import memory
 
 
@@ -73,11 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
     model = Path(args.model)
     out = Path(args.output) if args.output else Path(model.stem + ".tar")
-    t0 = time.monotonic()
-
-    def say(msg: str) -> None:
-        if not args.quiet:
-            print(f"[{time.monotonic() - t0:6.2f}s] {msg}", file=sys.stderr, flush=True)
+    say = progress_printer(args.quiet)
 
     compiled = compile_from_args(args, model, say)
     say(f"writing {out}")

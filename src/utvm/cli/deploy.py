@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import argparse
 import secrets
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
+from utvm.cli._progress import progress_printer
 from utvm.errors import ArgumentError, PlatformError
 
 
@@ -80,11 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from utvm.platform.qemu.deploy import generate_deploy_project
     from utvm.platform.qemu.project import make
 
-    t0 = time.monotonic()
-
-    def say(msg: str) -> None:
-        if not args.quiet:
-            print(f"[{time.monotonic() - t0:6.2f}s] {msg}", file=sys.stderr, flush=True)
+    say = progress_printer(args.quiet)
 
     board = qemu_board_name(args.platform)
     out = Path(args.output)

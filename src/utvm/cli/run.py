@@ -25,14 +25,13 @@ import argparse
 import hashlib
 import json
 import secrets
-import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from utvm.cli._progress import progress_printer
 from utvm.errors import ArgumentError
 
 EXIT_MISMATCH = 3
@@ -186,10 +185,7 @@ def run(args: argparse.Namespace) -> int:
     from utvm import mlf
     from utvm.cli.compile import compile_from_args
 
-    t0 = time.monotonic()
-
-    def say(msg: str) -> None:
-        print(f"[{time.monotonic() - t0:6.2f}s] {msg}", file=sys.stderr, flush=True)
+    say = progress_printer(getattr(args, "quiet", False))
 
     model = Path(args.model)
     if not model.exists():

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
+from utvm.cli._progress import progress_printer
 from utvm.errors import ArgumentError
 
 CONVENTIONS = (
@@ -106,11 +105,7 @@ def run(args: argparse.Namespace) -> int:
     from utvm.cli.run import is_mlf
     from utvm.platform.qemu.footprint import firmware_report
 
-    t0 = time.monotonic()
-
-    def say(msg: str) -> None:
-        if not args.quiet:
-            print(f"[{time.monotonic() - t0:6.2f}s] {msg}", file=sys.stderr, flush=True)
+    say = progress_printer(args.quiet)
 
     board = qemu_board_name(args.platform)
     if not args.compare_conventions:

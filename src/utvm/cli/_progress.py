@@ -1,0 +1,18 @@
+"""Progress lines of the long-running commands: `[  1.23s] message` on stderr, silenced by --quiet."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+
+
+def progress_printer(quiet: bool = False) -> Callable[[str], None]:
+    """A `say(message)` that prints the time since it was made; a no-op when `quiet`."""
+    t0 = time.monotonic()
+
+    def say(msg: str) -> None:
+        if not quiet:
+            print(f"[{time.monotonic() - t0:6.2f}s] {msg}", file=sys.stderr, flush=True)
+
+    return say
