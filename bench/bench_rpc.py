@@ -206,8 +206,8 @@ def build_ack() -> Path:
 
 
 class _RecordingTransport:
-    """Wraps a session's transport for one untimed copy: the size of every write (one per request) and the
-    total of the bytes read."""
+    """Wraps a session's transport for one untimed copy: the size of every write (one or more requests) and
+    the total of the bytes read."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
@@ -232,17 +232,23 @@ class _RecordingTransport:
 
 
 def _record(sess: Session, fn: Callable[[], Any]) -> tuple[list[int], list[int]]:
-    """(request wire sizes, reply wire sizes) of the requests `fn` makes; the replies' total is exact and is
-    spread evenly over them (they differ only by FF escapes)."""
+    """(request wire sizes, reply wire sizes) of the requests `fn` makes (counted by the session: the client
+    may join several pipelined requests into one write); both totals are exact and are spread evenly over
+    the requests (they differ only by FF escapes and the last chunk)."""
     rec = _RecordingTransport(sess.transport)
     sess.transport = rec  # type: ignore[assignment]
+    n0 = sess.stats["requests"]
     try:
         fn()
     finally:
         sess.transport = rec.inner
-    n = len(rec.writes)
-    each, extra = divmod(rec.read_bytes, n)
-    return rec.writes, [each + (i < extra) for i in range(n)]
+    n = sess.stats["requests"] - n0
+
+    def spread(total: int) -> list[int]:
+        each, extra = divmod(total, n)
+        return [each + (i < extra) for i in range(n)]
+
+    return spread(sum(rec.writes)), spread(rec.read_bytes)
 
 
 def same_pattern_rate(ack: Path, nbytes: int, requests: list[int], replies: list[int], depth: int,
@@ -306,7 +312,7 @@ def bench_throughput(exe: Path, nbytes: int, label: str, raw: tuple[float, float
         down_pattern = _record(sess, arr.numpy)
         for d, pattern in (("upload", up_pattern), ("download", down_pattern)):
             if len(pattern[0]) != -(-nbytes // chunk):
-                raise AssertionError(f"the recorded {d} made {len(pattern[0])} writes, expected one per "
+                raise AssertionError(f"the recorded {d} made {len(pattern[0])} requests, expected one per "
                                      f"{chunk}-byte chunk ({-(-nbytes // chunk)})")
         pid = sess.transport.proc.pid  # type: ignore[attr-defined]
         up = down = 0.0

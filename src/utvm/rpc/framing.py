@@ -139,20 +139,46 @@ def _unescape_general(raw: bytes) -> bytes:
 
 
 def encode_packet(payload: bytes | bytearray | memoryview, *more: bytes | bytearray | memoryview) -> bytes:
-    """Wire bytes of one packet whose payload is `payload` followed by `more` (no reset prefix)."""
-    if more:
-        payload = b"".join((payload, *more))
-    length = len(payload)
+    """Wire bytes of one packet whose payload is `payload` followed by `more` (no reset prefix). The parts
+    are escaped and checksummed one by one and joined once (no copy of the payload beforehand)."""
+    if not more and type(payload) is bytes:  # the common case: one bytes payload
+        length = len(payload)
+        if length > MAX_LENGTH_FIELD:
+            raise LocalProtocolError(f"packet payload of {length} bytes exceeds the u32 length field")
+        header = _HEAD.pack(_START, length)
+        if length >= 0xFF and b"\xff" in header[2:]:
+            header = _START + header[2:].replace(b"\xff", b"\xff\xff")
+        payload = payload.replace(b"\xff", b"\xff\xff")  # returns the same bytes object when there is no FF
+        crc = binascii.crc_hqx(payload, binascii.crc_hqx(header, 0xFFFF))
+        if crc & 0xFF == 0xFF or crc >= 0xFF00:
+            return b"".join((header, payload, _U16.pack(crc).replace(b"\xff", b"\xff\xff")))
+        return b"".join((header, payload, _U16.pack(crc)))
+    parts = (payload, *more) if more else (payload,)
+    if memoryview in map(type, parts):  # `in` and len() need a byte sequence, not any-format view
+        parts = tuple(bytes(p) if type(p) is memoryview else p for p in parts)
+    length = 0
+    for part in parts:
+        length += len(part)
     if length > MAX_LENGTH_FIELD:
         raise LocalProtocolError(f"packet payload of {length} bytes exceeds the u32 length field")
-    header = _START + _U32.pack(length).replace(b"\xff", b"\xff\xff")
-    body = bytes(payload).replace(b"\xff", b"\xff\xff")
-    crc = binascii.crc_hqx(body, binascii.crc_hqx(header, 0xFFFF))
-    return b"".join((header, body, _U16.pack(crc).replace(b"\xff", b"\xff\xff")))
+    header = _START + _U32.pack(length)
+    if b"\xff" in header[2:]:
+        header = _START + header[2:].replace(b"\xff", b"\xff\xff")
+    crc = binascii.crc_hqx(header, 0xFFFF)
+    out = [header]
+    for part in parts:
+        if type(part) is bytes or b"\xff" in part:  # bytes.replace copies only when there is an FF
+            part = part.replace(b"\xff", b"\xff\xff")
+        crc = binascii.crc_hqx(part, crc)
+        out.append(part)
+    tail = _U16.pack(crc)
+    out.append(tail.replace(b"\xff", b"\xff\xff") if b"\xff" in tail else tail)
+    return b"".join(out)
 
 
 _U32 = struct.Struct("<I")
 _U16 = struct.Struct("<H")
+_HEAD = struct.Struct("<2sI")  # FF FD and the length field, unescaped
 
 
 class Framer:
@@ -168,17 +194,17 @@ class Framer:
 
     def send(self, payload: bytes | bytearray | memoryview, *more: bytes | bytearray | memoryview) -> bytes:
         """Wire bytes of one packet (payload = `payload` + `more`)."""
-        if more:
-            payload = b"".join((payload, *more))
-        if len(payload) > self.max_packet_size:
+        size = len(payload) if type(payload) is not memoryview else payload.nbytes
+        for part in more:
+            size += len(part) if type(part) is not memoryview else part.nbytes
+        if size > self.max_packet_size:
             raise LocalProtocolError(
-                f"packet payload of {len(payload)} bytes exceeds the maximum packet size {self.max_packet_size}"
+                f"packet payload of {size} bytes exceeds the maximum packet size {self.max_packet_size}"
             )
-        wire = encode_packet(payload)
         if self._after_reset:
             self._after_reset = False
-            return RESET_PREFIX + wire
-        return wire
+            return RESET_PREFIX + encode_packet(payload, *more)
+        return encode_packet(payload, *more)
 
 
 @dataclass
@@ -194,7 +220,88 @@ class FramingStats:
     junk_bytes: int = 0  # bytes outside any packet (boot noise, the reset FE, dropped packet bodies)
 
 
+def _length_field(buf: bytearray, i: int, n: int) -> tuple[int, int] | None:
+    """(length, offset after the field) of the u32 length field at buf[i:], escaped FF FF bytes included;
+    None if it is incomplete or holds anything but FF FF pairs (then the general path deals with it)."""
+    if n - i >= 4 and buf.find(b"\xff", i, i + 4) < 0:
+        return int.from_bytes(buf[i : i + 4], "little"), i + 4
+    length = 0
+    for k in range(4):
+        if i >= n:
+            return None
+        b = buf[i]
+        if b == ESCAPE:
+            if i + 1 >= n or buf[i + 1] != ESCAPE:
+                return None
+            i += 1
+        i += 1
+        length |= b << (8 * k)
+    return length, i
+
+
+# Payloads from this size on are scanned for their FF FF pairs with numpy (bytes.count and bytes.replace
+# with a two-byte pattern run at a few hundred MB/s; the CRC alone is slower still).
+_LARGE = 1 << 14
+
+
+def _ff_offsets(buf: bytearray, start: int, stop: int) -> Any:
+    """Offsets (from `start`) of the FF bytes in buf[start:stop], as a numpy array."""
+    import numpy as np
+
+    a = np.frombuffer(buf, np.uint8, stop - start, start)
+    idx = np.flatnonzero(a == ESCAPE)
+    del a  # release the export of `buf` at once (a bytearray cannot grow while it is exported)
+    return idx
+
+
+def _pairs_ok(idx: Any) -> bool:
+    """True if the sorted FF offsets `idx` (an even count) form adjacent FF FF pairs, in order."""
+    return bool((idx[1::2] - idx[0::2] == 1).all())
+
+
+def _large_span(buf: bytearray, start: int, length: int, n: int) -> tuple[int, Any] | None:
+    """(raw end, offsets of the second FF of each pair) of a payload of `length` bytes at buf[start:]
+    whose only escapes are FF FF pairs; None if it is not all in buf[:n - 2] or holds anything else."""
+    import numpy as np
+
+    idx = _ff_offsets(buf, start, n)
+    end = length  # relative to start; grows by one per pair inside it
+    while True:
+        ffs = int(np.searchsorted(idx, end))
+        grown = length + ((ffs + 1) >> 1)  # an FF cut off at the end is half a pair
+        if grown == end:
+            break
+        end = grown
+        if start + end + 2 > n:
+            return None
+    if ffs & 1 or not _pairs_ok(idx[:ffs]):
+        return None
+    return start + end, idx[1:ffs:2]
+
+
+def _large_partial(buf: bytearray, start: int, length: int, n: int) -> bool | None:
+    """True if buf[start:n] is the clean, incomplete beginning of a payload of `length` bytes (FF only in
+    FF FF pairs, the last one possibly cut in half); None otherwise."""
+    idx = _ff_offsets(buf, start, n)
+    ffs = len(idx)
+    if n - start - (ffs >> 1) >= length + 2:
+        return None  # all there (whole_packet() refused it)
+    if ffs & 1:
+        if idx[-1] != n - 1 - start:
+            return None
+        idx = idx[:-1]
+    return True if _pairs_ok(idx) else None
+
+
+def _drop_bytes(data: bytes, offsets: Any) -> bytes:
+    """`data` without the bytes at `offsets` (a numpy index array)."""
+    import numpy as np
+
+    return np.delete(np.frombuffer(data, np.uint8), offsets).tobytes()
+
+
 _IDLE, _HEADER, _PAYLOAD, _CRC = range(4)
+_MEMO_LIMIT = 64  # raw packets up to this size are remembered by whole_packet()
 _STATE_NAMES = ("IDLE", "HEADER", "PAYLOAD", "CRC")
 
 
@@ -215,6 +322,10 @@ class Unframer:
         self._acc = 0  # the length or CRC field being assembled
         self._nacc = 0
         self._remaining = 0  # payload bytes still to come
+        # The last small packet whole_packet() took, raw, and its payload: the same bytes again (an ack, the
+        # reply to a repeated call) are taken without unescaping or checking them again.
+        self._memo_wire: bytes | None = None
+        self._memo_payload = b""
 
     @property
     def state(self) -> str:
@@ -231,6 +342,8 @@ class Unframer:
         self._buf += data
 
     def next_event(self) -> Event | type[NEED_DATA]:
+        if self._pos >= len(self._buf):
+            return NEED_DATA  # what every state answers to an empty buffer (IDLE counts no junk here)
         while True:
             state = self._state
             if state == _PAYLOAD:
@@ -244,24 +357,127 @@ class Unframer:
 
     def whole_packet(self) -> bytes | None:
         """A fast path for consumers that want whole packets (the session layer): if the buffer starts
-        with one complete packet that needs no unescaping and passes its CRC, consume it and return its
+        with one complete packet whose only escapes are FF FF pairs (no NOPs or control sequences inside),
+        whose length and CRC fields need no unescaping, and which passes its CRC, consume it and return its
         payload; otherwise consume nothing and return None (then use `next_event()`, which also reports
         every error). The result is exactly what the events would have delivered."""
         if self._state != _IDLE:
             return None
         buf, pos = self._buf, self._pos
+        memo = self._memo_wire
+        if memo is not None and buf.startswith(memo, pos) and len(self._memo_payload) <= self.max_packet_size:
+            self._pos = pos + len(memo)
+            self.stats.packets_ok += 1
+            return self._memo_payload
         n = len(buf)
+        junk = 0
+        if n - pos >= 9 and buf[pos] == ESCAPE_NOP:  # the FE a framer sends after a reset: one junk byte
+            pos += 1
+            junk = 1
         if n - pos < 8 or buf[pos] != ESCAPE or buf[pos + 1] != ESCAPE_PACKET_START:
             return None
-        length = int.from_bytes(buf[pos + 2 : pos + 6], "little")
-        end = pos + 8 + length
-        if end > n or length > self.max_packet_size or buf.find(b"\xff", pos + 2, end) >= 0:
+        header = _length_field(buf, pos + 2, n)
+        if header is None:
             return None
-        if binascii.crc_hqx(buf[pos : end - 2], 0xFFFF) != buf[end - 2] | (buf[end - 1] << 8):
+        length, start = header
+        if length > self.max_packet_size:
             return None
-        self._pos = end
+        end = start + length  # the raw end of the payload: one byte further for each FF FF pair
+        pairs = 0
+        seconds = None
+        if end + 2 > n:
+            return None
+        if length >= _LARGE:
+            span = _large_span(buf, start, length, n)
+            if span is None:
+                return None
+            end, seconds = span
+            pairs = len(seconds)
+        elif buf.find(b"\xff", start, end) >= 0:
+            ffs = buf.count(b"\xff", start, end)
+            while True:  # grow the raw span until it holds `length` bytes once unescaped
+                grown = start + length + ((ffs + 1) >> 1)  # an FF cut off at the end is half a pair
+                if grown == end:
+                    break
+                if grown + 2 > n:
+                    return None
+                ffs += buf.count(b"\xff", end, grown)
+                end = grown
+            # Every FF must belong to an FF FF pair (an odd run holds a NOP, a restart or an invalid escape).
+            pairs = ffs >> 1
+            if ffs & 1 or buf.count(b"\xff\xff", start, end) != pairs:
+                return None
+        c0 = buf[end]
+        after = end + 1
+        if c0 == ESCAPE:  # an escaped CRC byte (FF FF)
+            if buf[after] != ESCAPE:
+                return None
+            after += 1
+        if after >= n:
+            return None
+        c1 = buf[after]
+        after += 1
+        if c1 == ESCAPE:
+            if after >= n or buf[after] != ESCAPE:
+                return None
+            after += 1
+        with memoryview(buf) as view:
+            if binascii.crc_hqx(view[pos:end], 0xFFFF) != c0 | (c1 << 8):
+                return None
+            payload = bytes(view[start:end])
+        self._pos = after
         self.stats.packets_ok += 1
-        return bytes(buf[pos + 6 : end - 2])
+        self.stats.junk_bytes += junk
+        if pairs:
+            payload = _drop_bytes(payload, seconds) if seconds is not None else payload.replace(b"\xff\xff", b"\xff")
+        if after - pos <= _MEMO_LIMIT:
+            self._memo_wire, self._memo_payload = bytes(buf[pos:after]), payload
+        return payload
+
+    def partial_packet(self, limit: int = 1 << 20) -> bool:
+        """True if the buffer holds the clean beginning of one packet whose end has not arrived yet: an
+        unescaped header (after at most the reset FE) with a length within `limit` and max_packet_size, and
+        FF bytes only in FF FF pairs so far (the last one may be cut in half). A consumer of whole packets
+        (the session layer) may then wait for more bytes and take the packet with `whole_packet()` rather
+        than stream it through `next_event()`; anything else (a NOP, a restart, an invalid escape, a
+        complete packet whole_packet() refused) gives False, and `next_event()` reports it as usual."""
+        if self._state != _IDLE:
+            return False
+        buf, pos = self._buf, self._pos
+        n = len(buf)
+        if n - pos >= 1 and buf[pos] == ESCAPE_NOP:
+            pos += 1
+        if n - pos < 6 or buf[pos] != ESCAPE or buf[pos + 1] != ESCAPE_PACKET_START:
+            return False
+        header = _length_field(buf, pos + 2, n)
+        if header is None:
+            return False
+        length, start = header
+        if length > limit or length > self.max_packet_size:
+            return False
+        if length >= _LARGE:
+            clean = _large_partial(buf, start, length, n)
+            if clean is None:
+                return False
+            ffs = pairs = lone = 0  # checked
+        else:
+            ffs = buf.count(b"\xff", start, n)
+            pairs = buf.count(b"\xff\xff", start, n)
+            if n - start - pairs >= length + 2:
+                return False  # all there (whole_packet() refused it)
+            lone = ffs - 2 * pairs
+        if lone:
+            if lone > 1 or buf[n - 1] != ESCAPE:
+                return False
+            run = 1  # the trailing run of FFs must be the odd one (a pair cut in half)
+            while n - run - 1 >= start and buf[n - run - 1] == ESCAPE:
+                run += 1
+            if not run & 1:
+                return False
+        if pos != self._pos:  # the reset FE goes as junk, as next_event() would count it
+            self.stats.junk_bytes += 1
+            self._pos = pos
+        return True
 
     def events(self) -> list[Event]:
         """Every event available now (a convenience over `next_event()`)."""

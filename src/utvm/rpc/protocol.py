@@ -295,12 +295,20 @@ def to_packed_arg(value: Any) -> PackedArg:
     raise LocalProtocolError(f"no RPC type code for a {type(value).__name__} value {value!r:.60}")
 
 
+_EMPTY_SEQ = b"\0\0\0\0"
+_SEQ_HEADS = [struct.Struct(f"<i{n}i") for n in range(9)]  # `i32 n | i32 type_code[n]` for small n
+
+
 def encode_packed_seq(args: Sequence[PackedArg]) -> bytes:
     n = len(args)
+    if not n:
+        return _EMPTY_SEQ
     codes = [int(tc) for tc, _ in args]
-    parts = [struct.pack(f"<i{n}i", n, *codes)]
+    head = _SEQ_HEADS[n] if n < len(_SEQ_HEADS) else struct.Struct(f"<i{n}i")
+    parts = [head.pack(n, *codes)]
+    encoders = _ENCODERS_BY_INT
     for i, (tc, v) in enumerate(args):
-        enc = _ENCODERS_BY_INT.get(int(tc))
+        enc = encoders.get(codes[i])
         if enc is None:
             raise LocalProtocolError(f"argument {i}: unknown type code {tc}")
         parts.append(enc(v))
@@ -321,8 +329,15 @@ def encode_shutdown() -> bytes:
     return _packet(RPCCode.SHUTDOWN)
 
 
+_CALL_HEAD = struct.Struct("<QiQ")  # nbytes, code, function handle
+_CALL_FUNC = int(RPCCode.CALL_FUNC)
+
+
 def encode_call_func(handle: int, args: Sequence[PackedArg]) -> bytes:
-    return _packet(RPCCode.CALL_FUNC, _enc_handle(handle), encode_packed_seq(args))
+    if type(handle) is not int or not 0 <= handle <= 0xFFFFFFFFFFFFFFFF:
+        _enc_handle(handle)  # raises the usual error
+    seq = encode_packed_seq(args)
+    return _CALL_HEAD.pack(12 + len(seq), _CALL_FUNC, handle) + seq
 
 
 def encode_syscall(code: int, args: Sequence[PackedArg]) -> bytes:
@@ -627,8 +642,53 @@ def decode_request(buf: bytes | bytearray | memoryview) -> Request:
     return req
 
 
+# Fast path of decode_reply for the commonest reply, a Return of at most 4 scalars (a CallFunc's
+# `[(INT, type code), (code, value)]`): the packet's first bytes (length, code, count, type codes) map to the
+# struct of its values. Anything else, or anything malformed, takes the general path.
+_RETURN = int(RPCCode.RETURN)
+_RETURN_HEAD = struct.Struct("<Qii")  # nbytes, code, argument count
+_ReturnShape = tuple[int, struct.Struct, tuple[Any, ...], bool]
+_return_shapes: dict[bytes, _ReturnShape | None] = {}
+
+
+def _return_shape(key: bytes) -> _ReturnShape | None:
+    """(packet size, values struct, type codes, any NULL) for a scalar-only Return whose head is `key`, else None."""
+    nbytes, _code, n = _RETURN_HEAD.unpack_from(key)
+    codes = struct.unpack_from(f"<{n}i", key, _RETURN_HEAD.size)
+    st = _scalar_struct(codes)
+    shape = None
+    if st is not None and nbytes == len(key) - 8 + st.size:
+        shape = (len(key) + st.size, st, tuple(_TC[tc] for tc in codes), 4 in codes)
+    if len(_return_shapes) < 256:
+        _return_shapes[key] = shape
+    return shape
+
+
+def _decode_return_fast(data: bytes) -> Return | None:
+    if len(data) < 16:
+        return None
+    _nbytes, code, n = _RETURN_HEAD.unpack_from(data)
+    if code != _RETURN or not 0 <= n <= 4 or len(data) < 16 + 4 * n:
+        return None
+    key = data[: 16 + 4 * n]
+    shape = _return_shapes[key] if key in _return_shapes else _return_shape(key)
+    if shape is None or len(data) != shape[0]:
+        return None
+    if not shape[3]:  # no NULL: one value per code
+        return Return(tuple(zip(shape[2], shape[1].unpack_from(data, len(key)), strict=True)))
+    values = iter(shape[1].unpack_from(data, len(key)))
+    return Return(tuple((tc, None if tc is _NULL else next(values)) for tc in shape[2]))
+
+
+_NULL = TypeCode.NULL
+
+
 def decode_reply(buf: bytes | bytearray | memoryview) -> Reply:
     """Decode one whole RPC reply packet (what the host receives)."""
+    if type(buf) is bytes:
+        fast = _decode_return_fast(buf)
+        if fast is not None:
+            return fast
     code, r = _open_packet(buf, "RPC reply")
     rep: Reply
     if code == RPCCode.RETURN:

@@ -109,8 +109,10 @@ class RemoteFunction(PackedFunc):
     def _invoke(self, args: list[tuple[TypeCode, Any]]) -> Any:
         if self._freed:
             raise ArgumentError(f"{self!r} was freed")
-        self.session._check_generation(self._generation, f"function {self._name!r}")
-        return self.session._call(self.handle, args, self._name)
+        session = self.session
+        if self._generation != session._generation:
+            session._check_generation(self._generation, f"function {self._name!r}")  # raises
+        return session._call(self.handle, args, self._name)
 
     def free(self) -> None:
         """Release the device's handle now (FreeHandle) rather than when this object is collected."""

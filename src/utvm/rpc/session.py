@@ -123,6 +123,8 @@ LOCAL_TRANSITIONS: dict[str, tuple[frozenset[State], State | None]] = {
 
 
 _MESSAGE_TYPES = {int(t): t for t in MessageType}
+_NORMAL = int(MessageType.NORMAL)
+_JOIN_LIMIT = 1 << 14  # send_normal copies bodies up to this size once to frame them as one part
 
 
 def next_nonce(nonce: int) -> int:
@@ -229,7 +231,9 @@ class SessionProtocol:
         """Wire bytes of one NORMAL message (one whole RPC packet) in the established session."""
         if self.state is not State.ESTABLISHED:
             self._local("send_normal")  # raises
-        return self.framer.send(_HEADER.pack(self.session_id, MessageType.NORMAL) + body)
+        if len(body) <= _JOIN_LIMIT and type(body) is bytes:
+            return self.framer.send(_HEADER.pack(self.session_id, _NORMAL) + body)  # one part: the fast path
+        return self.framer.send(_HEADER.pack(self.session_id, _NORMAL), body)
 
     def send_log(self, text: bytes | str) -> bytes:
         self._local("send_log")
@@ -248,13 +252,24 @@ class SessionProtocol:
 
     def next_event(self) -> SessionEvent | type[NEED_DATA]:
         unframer = self.unframer
+        if unframer._pos >= len(unframer._buf):
+            return NEED_DATA  # nothing buffered (what the unframer would say, without asking it twice)
         while True:
             payload = unframer.whole_packet()  # the common case, without the per-event overhead
             if payload is not None:
+                if (  # the commonest message: NORMAL in our established session
+                    len(payload) >= SESSION_HEADER_SIZE
+                    and payload[2] == _NORMAL
+                    and self.state is State.ESTABLISHED
+                    and payload[0] | (payload[1] << 8) == self.session_id
+                ):
+                    return NormalMessage(payload[SESSION_HEADER_SIZE:])
                 out = self._handle(payload)
                 if out is not None:
                     return out
                 continue
+            if unframer.partial_packet():
+                return NEED_DATA  # the rest of a clean packet is on its way: take it whole, then
             ev = unframer.next_event()
             t = type(ev)
             if t is PayloadChunk:

@@ -62,6 +62,8 @@ class PackedFunc:
         return self._name
 
     def __call__(self, *args: Any) -> Any:
+        if not args:
+            return self._invoke([])
         name = self._name
         return self._invoke([convert_arg(name, i, a, self.array_hint) for i, a in enumerate(args)])
 
@@ -130,15 +132,14 @@ def convert_arg(func_name: str, index: int, value: Any,
     """Convert positional argument `index` of a call to `func_name`; raises ArgumentError naming both
     (`array_hint`: what the message suggests for a numpy array, which no backend takes as it is)."""
     got = classify(value)
-    where = f"argument {index}"
     if got is None:
-        raise _unsupported(func_name, where, value, array_hint)
+        raise _unsupported(func_name, f"argument {index}", value, array_hint)
     code, norm = got
     if code == TypeCode.INT and not _I64_MIN <= norm <= _I64_MAX:
-        raise ArgumentError(f"{func_name}: {where} = {norm} does not fit in int64")
+        raise ArgumentError(f"{func_name}: argument {index} = {norm} does not fit in int64")
     if code == TypeCode.STR and "\0" in norm:
-        raise ArgumentError(f"{func_name}: {where} is a str containing NUL, which C strings cannot carry "
-                            "(pass bytes instead)")
+        raise ArgumentError(f"{func_name}: argument {index} is a str containing NUL, which C strings cannot "
+                            "carry (pass bytes instead)")
     return code, norm
 
 
