@@ -8,6 +8,7 @@ non-square kernels, per-channel and per-tensor weights, with and without bias, e
 from __future__ import annotations
 
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -55,6 +56,20 @@ CONV_CASES = [
      "relu_n1_to_1"),
     ("dw_asym_stride", "depthwise_conv2d", (1, 10, 9, 5), (4, 3), 1, (2, 3), (1, 1), (1, 1, 2, 1), 1, True, True,
      "none"),
+    # int8 interior/border split (acc_init fast path) with odd sizes: merged window rows of 21 (unrolled loop
+    # + remainder) and 37 values, no clipping at all, clipping on one side only, groups with dilation
+    # (per-tap runs), a depthwise kernel of 36 taps (loop form), depth multiplier 2 with padding.
+    ("odd_c7_same", "conv2d", (1, 9, 7, 7), (3, 3), 5, (1, 1), (1, 1), (1, 1, 1, 1), 1, True, True, "relu"),
+    ("pointwise_c37", "conv2d", (1, 3, 5, 37), (1, 1), 4, (1, 1), (1, 1), (0, 0, 0, 0), 1, False, True, "none"),
+    ("clip_high_only", "conv2d", (1, 8, 7, 3), (2, 3), 3, (2, 2), (1, 1), (0, 0, 1, 2), 1, True, False, "relu6"),
+    ("groups2_dilated_c24", "conv2d", (1, 9, 9, 24), (3, 3), 4, (1, 1), (2, 2), (1, 2, 2, 1), 2, True, True,
+     "none"),
+    ("dw_big_kernel", "depthwise_conv2d", (1, 9, 8, 3), (6, 6), 1, (1, 1), (1, 1), (2, 3, 3, 2), 1, True, True,
+     "none"),
+    ("dw_m2_same_odd", "depthwise_conv2d", (1, 7, 5, 3), (3, 3), 2, (1, 1), (1, 1), (1, 1, 1, 1), 1, True, False,
+     "relu"),
+    ("dw_m17_same", "depthwise_conv2d", (1, 5, 4, 2), (2, 2), 17, (1, 1), (1, 1), (0, 0, 1, 1), 1, True, True,
+     "none"),  # more outputs per channel than local accumulators: the per-output-channel form
 ]
 
 
@@ -109,6 +124,10 @@ def test_int8_conv_and_depthwise_bit_exact(rounding: str) -> None:
     compiled = run_batch(b, rng, rounding=rounding, builds=builds)
     assert_integer_only(compiled[0])
     assert_cross_compiles(compiled[0], "cortex-m4")
+    # every int8 case has constant weights: all take the weight-sum path, split where windows clip
+    src = ops_source(compiled[0])
+    assert len(re.findall(r"static const int32_t \w+_acc_init\[", src)) == len(CONV_CASES)
+    assert "/* border: only the in-bounds taps count */" in src
 
 
 def test_float_conv_and_depthwise() -> None:

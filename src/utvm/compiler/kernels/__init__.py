@@ -132,11 +132,32 @@ static inline int32_t tvm_requant_double(int32_t x, int32_t multiplier, int32_t 
   const int32_t right_shift = shift > 0 ? 0 : -shift;
   return tvm_rdbpot(tvm_srdhm((int32_t)((uint32_t)x << left_shift), multiplier), right_shift);
 }""",
+    # Faster, provably equal variants for a multiplier that is never INT32_MIN (every multiplier
+    # QuantizeMultiplier produces is in {0} u [2^30, 2^31)), which is the only input on which
+    # SaturatingRoundingDoublingHighMul saturates. Without that case gemmlowp's nudge-then-truncate is
+    # floor((a*b + 2^30) / 2^31) for either sign of a*b: ab >= 0 adds 2^30 and truncation is floor; ab < 0
+    # adds 1 - 2^30 and truncating towards zero gives ceil((ab + 1 - 2^30) / 2^31)
+    # = floor((ab + 1 - 2^30 + 2^31 - 1) / 2^31), the same. The result fits int32 because |a*b| < 2^62
+    # unless a == b == INT32_MIN. RoundingDivideByPOT is computed in 32 bits (exponent in [0, 31]:
+    # 1u << 31 is defined for uint32_t). `>>` of a negative value is an arithmetic shift on every compiler
+    # we target (tvm_rdbpot above relies on it too).
+    "requant:double_pm": """\
+/* tvm_requant_double for multiplier != INT32_MIN (bit-identical there). shift in [-31, 30]. */
+static inline int32_t tvm_requant_double_pm(int32_t x, int32_t multiplier, int32_t shift) {
+  const int32_t left_shift = shift > 0 ? shift : 0;
+  const int32_t right_shift = shift > 0 ? 0 : -shift;
+  const int64_t ab = (int64_t)(int32_t)((uint32_t)x << left_shift) * (int64_t)multiplier;
+  const int32_t hi = (int32_t)((ab + ((int64_t)1 << 30)) >> 31);
+  const int32_t mask = (int32_t)((1u << right_shift) - 1u);
+  const int32_t remainder = hi & mask;
+  const int32_t threshold = (mask >> 1) + (hi < 0 ? 1 : 0);
+  return (hi >> right_shift) + (remainder > threshold ? 1 : 0);
+}""",
 }
 
 _HELPER_NAMES = {"sat_i8": "tvm_sat_i8", "clamp_i32": "tvm_clamp_i32", "clamp_f32": "tvm_clamp_f32",
                  "gemmlowp": "tvm_srdhm", "requant:single": "tvm_requant_single",
-                 "requant:double": "tvm_requant_double"}
+                 "requant:double": "tvm_requant_double", "requant:double_pm": "tvm_requant_double_pm"}
 _HELPER_DEPS: dict[str, tuple[str, ...]] = {"requant:double": ("gemmlowp",)}
 
 
@@ -264,8 +285,15 @@ class KernelContext:
         """Request a shared C helper (see _HELPERS); returns the function name to call.
 
         "requant" takes the rounding its op uses (`params.rounding`, resolved by the op module's
-        prepare); without one, the compile's mode. Both variants can live in one file."""
-        key = f"requant:{rounding or self.rounding}" if name == "requant" else name
+        prepare); without one, the compile's mode. Both variants can live in one file. "requant_pm" is
+        the same function, bit for bit, for multipliers that are never INT32_MIN (check with
+        `multipliers_pm`): faster (no saturation test, 32-bit RoundingDivideByPOT)."""
+        if name in ("requant", "requant_pm"):
+            key = f"requant:{rounding or self.rounding}"
+            if name == "requant_pm" and key == "requant:double":
+                key = "requant:double_pm"  # single rounding has no saturation case: the helper is the same
+        else:
+            key = name
         if key not in _HELPERS:
             raise CompileError(f"unknown kernel helper {name!r}")
         for dep in _HELPER_DEPS.get(key, ()):
@@ -394,6 +422,11 @@ def activation_range_f32(activation: str) -> tuple[float, float] | None:
     if activation not in _F32_ACTIVATIONS:
         raise CompileError(f"fused activation {activation!r} is not supported in float kernels")
     return _F32_ACTIVATIONS[activation]
+
+
+def multipliers_pm(multipliers: Sequence[int]) -> bool:
+    """True when every multiplier is a valid int32 other than INT32_MIN: the precondition of "requant_pm"."""
+    return all(-(2**31) < int(m) < 2**31 for m in multipliers)
 
 
 def float_clamp_stmt(var: str, activation: str) -> str:

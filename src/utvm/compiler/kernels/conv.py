@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from utvm.compiler.kernels import KernelCode, KernelContext, c_literal, register
+from utvm.compiler.kernels import KernelCode, KernelContext, c_literal, multipliers_pm, register
+from utvm.compiler.kernels._dot import dot_offsets, dot_run
 from utvm.compiler.kernels._window import Axis, origin_stmt, pos, tap_range
 from utvm.ops.conv2d import Conv2DParams
 
@@ -28,6 +29,10 @@ def conv(ctx: KernelContext) -> KernelCode:
     p: Conv2DParams = ctx.params()
     if p.dtype not in ("float32", "int8"):
         raise ctx.error(f"no {ctx.node.op} kernel for dtype {p.dtype}")
+    if p.dtype == "int8":
+        fast = _fast_int8(ctx, p)
+        if fast is not None:
+            return fast
     if p.op == "depthwise_conv2d":
         return _depthwise(ctx, p)
     return _conv2d(ctx, p)
@@ -48,8 +53,11 @@ def _requant_terms(ctx: KernelContext, p: Conv2DParams, index: str) -> tuple[str
     `_params_int8` when uniform, tables otherwise)."""
     if len(set(p.multiplier)) == 1 and len(set(p.shift)) == 1:
         return "output_multiplier", "output_shift"
-    return (ctx.table("int32_t", p.multiplier, "multiplier") + f"[{index}]",
-            ctx.table("int32_t", p.shift, "shift") + f"[{index}]")
+    tables = getattr(ctx, "_conv_requant_tables", None)  # one pair per kernel, however many epilogues
+    if tables is None:
+        tables = (ctx.table("int32_t", p.multiplier, "multiplier"), ctx.table("int32_t", p.shift, "shift"))
+        ctx._conv_requant_tables = tables  # type: ignore[attr-defined]
+    return tables[0] + f"[{index}]", tables[1] + f"[{index}]"
 
 
 def _params_int8(p: Conv2DParams) -> str:
@@ -99,11 +107,11 @@ def _accumulator_bound(ctx: KernelContext, p: Conv2DParams) -> str:
             f"< 2^31. */")
 
 
-def _epilogue_int8(ctx: KernelContext, p: Conv2DParams, acc: str, oc: str, dst: str) -> str:
-    rq = ctx.helper("requant", p.rounding)
+def _epilogue_int8(ctx: KernelContext, p: Conv2DParams, acc: str, oc: str, dst: str, add_bias: bool = True) -> str:
+    rq = ctx.helper("requant_pm" if multipliers_pm(p.multiplier) else "requant", p.rounding)
     clamp = ctx.helper("clamp_i32")
     mult, shift = _requant_terms(ctx, p, oc)
-    bias = f"{acc} += {ctx.inputs[2]}[{oc}];\n" if p.has_bias else ""
+    bias = f"{acc} += {ctx.inputs[2]}[{oc}];\n" if p.has_bias and add_bias else ""
     return (f"{bias}{acc} = {rq}({acc}, {mult}, {shift}) + output_offset;\n"
             f"{dst} = (int8_t){clamp}({acc}, act_min, act_max);")
 
@@ -151,24 +159,32 @@ def _finish(ctx: KernelContext, body: str) -> str:
 # --- conv2d ----------------------------------------------------------------------------------------------------
 
 def _conv2d(ctx: KernelContext, p: Conv2DParams) -> KernelCode:
+    ay, ax = _axes(p)
+    if p.dtype == "int8":
+        comment = _params_int8(p) + _accumulator_bound(ctx, p) + "\n"
+    else:
+        comment = _params_f32(p)
+    body = comment + _pixel_loops(p, ay, ax, _conv2d_inner(ctx, p)) + "\nreturn 0;"
+    return KernelCode(body=_finish(ctx, body))
+
+
+def _conv2d_inner(ctx: KernelContext, p: Conv2DParams) -> str:
+    """Per output channel over the in-bounds taps (TFLite's form: the input offset inside the product)."""
     _, _, w, c = p.input_shape
     n_out = p.output_shape[3]
     kh, kw = p.kernel
     g = p.groups
     cg, og = c // g, n_out // g
-    ay, ax = _axes(p)
     wts = ctx.inputs[1]
     t = _T[p.dtype]
     if p.dtype == "int8":
         acc_decl = "int32_t acc = 0;"
         mac = "acc += ((int32_t)xp[ic] + input_offset) * (int32_t)wp[ic];"
         epilogue = _epilogue_int8(ctx, p, "acc", "oc", "yp[oc]")
-        comment = _params_int8(p) + _accumulator_bound(ctx, p) + "\n"
     else:
         acc_decl = "float acc = 0.0f;"
         mac = "acc += xp[ic] * wp[ic];"
         epilogue = _epilogue_f32(ctx, p, "acc", "oc", "yp[oc]")
-        comment = _params_f32(p)
     group_in = " + gi * " + str(cg) if g > 1 else ""
     per_channel = f"""\
 const {t}* const wo = {wts} + oc * {kh * kw * cg};
@@ -185,13 +201,10 @@ for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {{
 }}
 {epilogue}"""
     if g == 1:
-        inner = f"for (int32_t oc = 0; oc < {n_out}; ++oc) {{\n{_indent(per_channel, 1)}\n}}"
-    else:
-        inner = (f"for (int32_t gi = 0; gi < {g}; ++gi) {{\n"
-                 f"  for (int32_t oj = 0; oj < {og}; ++oj) {{\n"
-                 f"    const int32_t oc = gi * {og} + oj;\n{_indent(per_channel, 2)}\n  }}\n}}")
-    body = comment + _pixel_loops(p, ay, ax, inner) + "\nreturn 0;"
-    return KernelCode(body=_finish(ctx, body))
+        return f"for (int32_t oc = 0; oc < {n_out}; ++oc) {{\n{_indent(per_channel, 1)}\n}}"
+    return (f"for (int32_t gi = 0; gi < {g}; ++gi) {{\n"
+            f"  for (int32_t oj = 0; oj < {og}; ++oj) {{\n"
+            f"    const int32_t oc = gi * {og} + oj;\n{_indent(per_channel, 2)}\n  }}\n}}")
 
 
 # --- depthwise_conv2d ------------------------------------------------------------------------------------------
@@ -242,3 +255,201 @@ for (int32_t oc = 0; oc < {n_out}; ++oc) {{
             f"{acc_t}* const acc = ({acc_t}*)(void*){ctx.scratch};\n"
             + _pixel_loops(p, ay, ax, inner) + "\nreturn 0;")
     return KernelCode(body=_finish(ctx, body), scratch_bytes=4 * n_out)
+
+
+# --- int8 fast path: weight sums folded into a per-channel initial value ---------------------------------------
+#
+# With constant weights (and bias), acc = bias + sum_taps (x + input_offset) * w splits into
+# sum_taps x * w + (bias + input_offset * sum_taps w). When the whole window is inside the input (the
+# interior), the second term is one compile-time constant per output channel (`acc_init`), so the inner loop
+# is a plain int8 dot product, unrolled by its compile-time length. Windows that clip at the padded borders
+# count only their in-bounds taps: there the original form (the input offset inside the product, bias first)
+# is used unchanged. Both compute the same integer, so the output bits do not depend on the path.
+# No int32 overflow: the interior partial sums are bounded by 128 * sum|w| and `acc_init` by
+# |bias| + 128 * sum|w| (both checked below, else the generic kernel is used), and the final
+# sum + acc_init is the true accumulator, bounded by `_accumulator_bound`.
+
+def _fast_int8(ctx: KernelContext, p: Conv2DParams) -> KernelCode | None:
+    w_t = ctx.in_tensor(1)
+    b_t = ctx.in_tensor(2) if p.has_bias else None
+    if w_t is None or w_t.data is None or (p.has_bias and (b_t is None or b_t.data is None)):
+        return None
+    n_out = p.output_shape[3]
+    w64 = w_t.data.astype(np.int64)
+    per_oc = w64.reshape(n_out, -1) if p.op == "conv2d" else w64.reshape(-1, n_out).T
+    wsum, wabs = per_oc.sum(axis=1), np.abs(per_oc).sum(axis=1)
+    bias = b_t.data.astype(np.int64).reshape(-1) if b_t is not None and b_t.data is not None else 0
+    init = bias + (-p.input_zero_point) * wsum
+    if 128 * int(wabs.max(initial=0)) > INT32_MAX or int(np.abs(init).max(initial=0)) > INT32_MAX:
+        return None
+    bound = _accumulator_bound(ctx, p)  # raises when the accumulator itself could overflow
+    init_tab = ctx.table("int32_t", init, "acc_init")
+    ay, ax = _axes(p)
+    multi = p.op == "depthwise_conv2d" and 1 < p.depth_multiplier <= MAX_REGISTER_MULTIPLIER
+    if p.op == "conv2d":
+        fast = _conv2d_fast_inner(ctx, p, init_tab)
+    elif multi:
+        fast = _depthwise_multi_inner(ctx, p, init_tab)
+    else:
+        fast = _depthwise_fast_inner(ctx, p, init_tab)
+    kh, kw = p.kernel
+    conds = []
+    for lo_name, hi_name, k, a in (("ky_lo", "ky_hi", kh, ay), ("kx_lo", "kx_hi", kw, ax)):
+        if a.clips_low:
+            conds.append(f"{lo_name} == 0")
+        if a.clips_high:
+            conds.append(f"{hi_name} == {k}")
+    if conds:
+        if p.op == "conv2d":
+            border = _conv2d_inner(ctx, p)
+        else:
+            border = _depthwise_multi_inner(ctx, p, None) if multi else _depthwise_border_inner(ctx, p)
+        inner = (f"if ({' && '.join(conds)}) {{\n  /* interior: the whole window is inside the input */\n"
+                 f"{_indent(fast, 1)}\n}} else {{\n  /* border: only the in-bounds taps count */\n"
+                 f"{_indent(border, 1)}\n}}")
+    else:  # no window ever clips: the tap ranges and the input offset are not needed
+        inner = "(void)ky_lo;\n(void)ky_hi;\n(void)kx_lo;\n(void)kx_hi;\n" + fast
+    note = ("/* Interior windows: acc = sum x * w + acc_init[oc], acc_init = bias + input_offset * sum w "
+            "(compile time). */\n")
+    unused = "" if conds else "(void)input_offset;\n"
+    body = _params_int8(p) + unused + bound + "\n" + note + _pixel_loops(p, ay, ax, inner) + "\nreturn 0;"
+    return KernelCode(body=_finish(ctx, body))
+
+
+def _conv2d_fast_inner(ctx: KernelContext, p: Conv2DParams, init_tab: str) -> str:
+    _, _, w, c = p.input_shape
+    n_out = p.output_shape[3]
+    kh, kw = p.kernel
+    dh, dw = p.dilation
+    g = p.groups
+    cg, og = c // g, n_out // g
+    wts = ctx.inputs[1]
+    group_in = f" + gi * {cg}" if g > 1 else ""
+    lines = [f"const int8_t* const wo = {wts} + oc * {kh * kw * cg};", "int32_t acc = 0;"]
+    merged = g == 1 and dw == 1  # one window row: kw * c contiguous values in the input and the weights
+
+    def row(ky: str) -> list[str]:
+        xr = f"xw + {ky} * {dh * w * c}{group_in}" if ky != "0" else f"xw{group_in}"
+        wr = f"wo + {ky} * {kw * cg}" if ky != "0" else "wo"
+        out = [f"const int8_t* const xr = {xr};", f"const int8_t* const wr = {wr};"]
+        if merged:
+            out.append(dot_run("acc", "xr", "wr", kw * c))
+        else:
+            for kx in range(kw):
+                out.append(dot_run("acc", f"(xr + {kx * dw * c})", f"(wr + {kx * cg})", cg))
+        return out
+
+    if kh == 1:
+        lines += ["{", _indent("\n".join(row("0")), 1), "}"]
+    else:
+        lines += [f"for (int32_t ky = 0; ky < {kh}; ++ky) {{", _indent("\n".join(row("ky")), 1), "}"]
+    lines.append(f"acc += {init_tab}[oc];")
+    lines.append(_epilogue_int8(ctx, p, "acc", "oc", "yp[oc]", add_bias=False))
+    per_channel = "\n".join(lines)
+    head = "const int8_t* const xw = xb + (iy0 * " + str(w) + " + ix0) * " + str(c) + ";\n"
+    if g == 1:
+        return head + f"for (int32_t oc = 0; oc < {n_out}; ++oc) {{\n{_indent(per_channel, 1)}\n}}"
+    return head + (f"for (int32_t gi = 0; gi < {g}; ++gi) {{\n"
+                   f"  for (int32_t oj = 0; oj < {og}; ++oj) {{\n"
+                   f"    const int32_t oc = gi * {og} + oj;\n{_indent(per_channel, 2)}\n  }}\n}}")
+
+
+def _depthwise_fast_inner(ctx: KernelContext, p: Conv2DParams, init_tab: str) -> str:
+    _, _, w, c = p.input_shape
+    n_out = p.output_shape[3]
+    kh, kw = p.kernel
+    dh, dw = p.dilation
+    m = p.depth_multiplier
+    wts = ctx.inputs[1]
+    ic = "oc" if m == 1 else f"oc / {m}"
+    lines = [f"const int8_t* const xc = xw + {ic};", f"const int8_t* const wc = {wts} + oc;", "int32_t acc = 0;"]
+    if kh * kw <= 32:
+        offs = [((ky * dh * w + kx * dw) * c, (ky * kw + kx) * n_out) for ky in range(kh) for kx in range(kw)]
+        lines.append(dot_offsets("acc", "xc", "wc", offs))
+    else:
+        lines.append(f"""\
+for (int32_t ky = 0; ky < {kh}; ++ky) {{
+  for (int32_t kx = 0; kx < {kw}; ++kx) {{
+    acc += (int32_t)xc[(ky * {dh * w} + kx * {dw}) * {c}] * wc[(ky * {kw} + kx) * {n_out}];
+  }}
+}}""")
+    lines.append(f"acc += {init_tab}[oc];")
+    lines.append(_epilogue_int8(ctx, p, "acc", "oc", "yp[oc]", add_bias=False))
+    return (f"const int8_t* const xw = xb + (iy0 * {w} + ix0) * {c};\n"
+            f"for (int32_t oc = 0; oc < {n_out}; ++oc) {{\n{_indent(chr(10).join(lines), 1)}\n}}")
+
+
+def _depthwise_border_inner(ctx: KernelContext, p: Conv2DParams) -> str:
+    """Per output channel over the in-bounds taps, the input offset in the product (TFLite's form)."""
+    _, _, w, c = p.input_shape
+    n_out = p.output_shape[3]
+    kw = p.kernel[1]
+    m = p.depth_multiplier
+    wts = ctx.inputs[1]
+    ic = "oc" if m == 1 else f"oc / {m}"
+    epilogue = _epilogue_int8(ctx, p, "acc", "oc", "yp[oc]")
+    return f"""\
+for (int32_t oc = 0; oc < {n_out}; ++oc) {{
+  const int8_t* const xc = xb + {ic};
+  const int8_t* const wc = {wts} + oc;
+  int32_t acc = 0;
+  for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {{
+    const int8_t* const xr = xc + ({pos("iy0", "ky", p.dilation[0])}) * {w * c};
+    const int8_t* const wr = wc + ky * {kw * n_out};
+    for (int32_t kx = kx_lo; kx < kx_hi; ++kx) {{
+      acc += ((int32_t)xr[({pos("ix0", "kx", p.dilation[1])}) * {c}] + input_offset) * wr[kx * {n_out}];
+    }}
+  }}
+{_indent(epilogue, 1)}
+}}"""
+
+
+MAX_REGISTER_MULTIPLIER = 16  # depthwise: up to this many outputs per input channel accumulate in locals
+
+
+def _depthwise_multi_inner(ctx: KernelContext, p: Conv2DParams, init_tab: str | None) -> str:
+    """depth_multiplier m > 1: per input channel, each tap's input value is loaded once and multiplied into
+    m local accumulators (output channels ic * m .. ic * m + m - 1, contiguous in the weights). With
+    `init_tab` the whole window (interior: acc = sum x * w + acc_init); without it the in-bounds taps of a
+    border window in TFLite's form ((x + input_offset) * w, then the bias)."""
+    _, _, w, c = p.input_shape
+    n_out = p.output_shape[3]
+    kh, kw = p.kernel
+    dh, dw = p.dilation
+    m = p.depth_multiplier
+    wts = ctx.inputs[1]
+    accs = [f"acc{j}" for j in range(m)]
+
+    def tap(xexpr: str, wexpr: str) -> list[str]:
+        return ["{", f"  const int32_t xv = {xexpr};", f"  const int8_t* const wt = {wexpr};",
+                *(f"  {a} += xv * wt[{j}];" for j, a in enumerate(accs)), "}"]
+
+    lines = [f"const int8_t* const wc = {wts} + ic * {m};"]
+    lines += [f"int32_t {a} = 0;" for a in accs]
+    if init_tab is not None:
+        lines.insert(0, "const int8_t* const xc = xw + ic;")
+        if kh * kw <= 32:
+            for ky in range(kh):
+                for kx in range(kw):
+                    lines += tap(f"(int32_t)xc[{(ky * dh * w + kx * dw) * c}]", f"wc + {(ky * kw + kx) * n_out}")
+        else:
+            lines += [f"for (int32_t ky = 0; ky < {kh}; ++ky) {{",
+                      f"  for (int32_t kx = 0; kx < {kw}; ++kx) {{",
+                      *("    " + ln for ln in tap(f"(int32_t)xc[(ky * {dh * w} + kx * {dw}) * {c}]",
+                                                  f"wc + (ky * {kw} + kx) * {n_out}")),
+                      "  }", "}"]
+        head = f"const int8_t* const xw = xb + (iy0 * {w} + ix0) * {c};\n"
+    else:
+        lines.insert(0, "const int8_t* const xc = xb + ic;")
+        lines += ["for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {",
+                  f"  const int8_t* const xr = xc + ({pos('iy0', 'ky', dh)}) * {w * c};",
+                  "  for (int32_t kx = kx_lo; kx < kx_hi; ++kx) {",
+                  *("    " + ln for ln in tap(f"(int32_t)xr[({pos('ix0', 'kx', dw)}) * {c}] + input_offset",
+                                              f"wc + (ky * {kw} + kx) * {n_out}")),
+                  "  }", "}"]
+        head = ""
+    for j, a in enumerate(accs):
+        epi = _epilogue_int8(ctx, p, a, "oc", "yp[oc]", add_bias=init_tab is None)
+        init = f"{a} += {init_tab}[oc];\n" if init_tab is not None else ""
+        lines += ["{", f"  const int32_t oc = ic * {m} + {j};", _indent(init + epi, 1), "}"]
+    return head + f"for (int32_t ic = 0; ic < {c}; ++ic) {{\n{_indent(chr(10).join(lines), 1)}\n}}"
