@@ -107,7 +107,7 @@ def test_close_kills_a_firmware_that_does_not_exit() -> None:
     with pytest.raises(SessionTimeoutError, match="did not exit"):
         q.wait(0.2)  # it waits for 256 bytes that never come
     pid = q.proc.pid
-    q.close(grace=0.1)
+    q.close(timeout=0.1)
     assert q.proc.returncode is not None
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)

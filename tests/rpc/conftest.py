@@ -84,7 +84,7 @@ def start_qemu(platform_name: str, wrap: Callable[[Transport], Transport] | None
     try:
         return Session(wrap(transport) if wrap else transport, **{**E2E_SESSION_KWARGS, **kwargs})
     except BaseException:
-        transport.close(grace=0.0)
+        transport.close(timeout=0.0)
         raise
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -137,6 +138,21 @@ def requantize(acc: np.ndarray, multiplier: np.ndarray | int, shift: np.ndarray 
     point, clamp to the activation range."""
     scaled = _quant.multiply_by_quantized_multiplier(acc, multiplier, shift, rounding) + output_zero_point
     return np.clip(scaled, act_min, act_max).astype(dtype)
+
+
+def finish_accumulator(p: Any, acc: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """The epilogue of conv2d/dense/matmul: add the bias to the (float64-held, exact) accumulator, then clamp
+    (float32) or requantize with the per-channel multipliers (int8). `p` has dtype, act_min/act_max and, for
+    int8, multiplier, shift, rounding and output_zero_point."""
+    if p.dtype == "float32":
+        if bias is not None:
+            acc = acc + bias.astype(np.float64)
+        return clamp_float(acc.astype(np.float32), float(p.act_min), float(p.act_max))
+    acc = np.rint(acc).astype(np.int64)
+    if bias is not None:
+        acc = acc + bias.astype(np.int64)
+    return requantize(acc, np.asarray(p.multiplier, np.int64), np.asarray(p.shift, np.int64), p.rounding,
+                      p.output_zero_point, int(p.act_min), int(p.act_max))
 
 
 def clamp_float(y: np.ndarray, lo: float, hi: float) -> np.ndarray:

@@ -210,12 +210,4 @@ def _accumulate(p: Conv2DParams, x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 def reference(p: Conv2DParams, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
     acc = _accumulate(p, x, w)
-    if p.dtype == "float32":
-        if bias is not None:
-            acc = acc + bias.astype(np.float64)
-        return c.clamp_float(acc.astype(np.float32), float(p.act_min), float(p.act_max))
-    acc = np.rint(acc).astype(np.int64)
-    if bias is not None:
-        acc = acc + bias.astype(np.int64)
-    return c.requantize(acc, np.asarray(p.multiplier, np.int64), np.asarray(p.shift, np.int64), p.rounding,
-                        p.output_zero_point, int(p.act_min), int(p.act_max))
+    return c.finish_accumulator(p, acc, bias)

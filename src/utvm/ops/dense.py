@@ -181,12 +181,4 @@ def reference(p: DenseParams, a: np.ndarray, b: np.ndarray, bias: np.ndarray | N
         acc = np.matmul(af, bf)
     else:
         acc = (af.reshape(p.batch, p.k) @ bf.T).reshape(p.output_shape)
-    if p.dtype == "float32":
-        if bias is not None:
-            acc = acc + bias.astype(np.float64)
-        return c.clamp_float(acc.astype(np.float32), float(p.act_min), float(p.act_max))
-    acc = np.rint(acc).astype(np.int64)
-    if bias is not None:
-        acc = acc + bias.astype(np.int64)
-    return c.requantize(acc, np.asarray(p.multiplier, np.int64), np.asarray(p.shift, np.int64), p.rounding,
-                        p.output_zero_point, int(p.act_min), int(p.act_max))
+    return c.finish_accumulator(p, acc, bias)

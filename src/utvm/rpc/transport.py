@@ -264,7 +264,12 @@ class SubprocessTransport(_FdTransport):
         if self.proc.poll() is None:
             self.proc.kill()
 
+    #: Whether close() asks with SIGTERM (and waits again) before SIGKILL. A device that never exits on its
+    #: own when its stdin closes (an emulator) turns this off and is killed straight away.
+    terminate_before_kill = True
+
     def close(self, timeout: float = 2.0) -> None:
+        """Close our ends, give the process `timeout` s to exit by itself, then stop it (by PID)."""
         if self._closed:
             return
         self._closed = True
@@ -276,10 +281,15 @@ class SubprocessTransport(_FdTransport):
         try:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
+            stopped = False
+            if self.terminate_before_kill:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(timeout=timeout)
+                    stopped = True
+                except subprocess.TimeoutExpired:
+                    pass
+            if not stopped:
                 self.proc.kill()
                 self.proc.wait()
         self._stderr.close()

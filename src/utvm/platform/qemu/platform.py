@@ -138,7 +138,7 @@ class QemuPlatform:
         try:
             return Session(transport, **session_kwargs)
         except BaseException:
-            transport.close(grace=0.0)
+            transport.close(timeout=0.0)
             raise
 
 

@@ -65,7 +65,7 @@ class QemuTransport(SubprocessTransport):
             try:
                 self._ahead += self.read(4096, first_bytes_timeout)
             except BaseException:
-                self.close(grace=0.0)
+                self.close(timeout=0.0)
                 raise
 
     def describe(self) -> str:
@@ -109,19 +109,8 @@ class QemuTransport(SubprocessTransport):
                 f"firmware {self.elf.name} on {self.board.machine} did not exit within {timeout:g} s"
             ) from None
 
-    def close(self, grace: float = 1.0) -> None:  # type: ignore[override]
-        """Wait up to `grace` s for the firmware to end the emulation, then kill this QEMU (by PID)."""
-        if self._closed:
-            return
-        self._closed = True
-        for f in (self.proc.stdin, self.proc.stdout):
-            try:
-                f.close()  # type: ignore[union-attr]
-            except OSError:
-                pass
-        try:
-            self.proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._stderr.close()
+    terminate_before_kill = False  # QEMU does not exit when stdin closes: end our own process by PID
+
+    def close(self, timeout: float = 1.0) -> None:
+        """Wait up to `timeout` s for the firmware to end the emulation (semihosting), then kill this QEMU."""
+        super().close(timeout)
