@@ -101,13 +101,17 @@ def export_model_library_format(compiled: CompiledModel, path: str | os.PathLike
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".partial")
-    with tarfile.open(tmp, "w") as tar:
-        for arcname, data in model_library_files(compiled).items():
-            info = tarfile.TarInfo(arcname)
-            info.size = len(data)
-            info.mode = 0o644
-            tar.addfile(info, io.BytesIO(data))
-    os.replace(tmp, path)
+    try:
+        with tarfile.open(tmp, "w") as tar:
+            for arcname, data in model_library_files(compiled).items():
+                info = tarfile.TarInfo(arcname)
+                info.size = len(data)
+                info.mode = 0o644
+                tar.addfile(info, io.BytesIO(data))
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # never leave a half-written archive next to the target
+        raise
     return path
 
 
@@ -126,7 +130,8 @@ def _read_all(path: Path) -> dict[str, bytes]:
                     out[member.name.removeprefix("./")] = f.read()
             return out
     except (tarfile.TarError, EOFError) as exc:
-        raise ModelFormatError(f"{path}: not a Model Library Format tar ({exc})") from exc
+        reason = str(exc).splitlines()[-1].removeprefix("- method tar: ")  # one line, not one per compression
+        raise ModelFormatError(f"{path}: not a Model Library Format tar ({reason})") from exc
 
 
 def load(path: str | os.PathLike) -> CompiledModel:
@@ -141,6 +146,8 @@ def load(path: str | os.PathLike) -> CompiledModel:
         metadata = json.loads(files["metadata.json"])
     except ValueError as exc:
         raise ModelFormatError(f"{path}: metadata.json is not valid JSON ({exc})") from exc
+    if not isinstance(metadata, dict):
+        raise ModelFormatError(f"{path}: metadata.json is a JSON {type(metadata).__name__}, not an object")
     if metadata.get("version") != MLF_VERSION:
         raise ModelFormatError(f"{path}: metadata.json version {metadata.get('version')!r} is not {MLF_VERSION}")
     try:
@@ -168,15 +175,21 @@ def load(path: str | os.PathLike) -> CompiledModel:
     if f"src/{m}.json" not in files:
         raise ModelFormatError(f"{path}: src/{m}.json (the model's IR) is missing")
     graph = Graph.from_json(files[f"src/{m}.json"])
+    def text(key: str) -> str:
+        try:
+            return files[key].decode()
+        except UnicodeDecodeError as exc:
+            raise ModelFormatError(f"{path}: {key} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+
     sources = {}
     for name in source_names:
         key = f"codegen/host/src/{name}"
         if key not in files:
             raise ModelFormatError(f"{path}: {key} is listed in metadata.json but missing")
-        sources[name] = files[key].decode()
+        sources[name] = text(key)
     if f"codegen/host/include/{header}" not in files:
         raise ModelFormatError(f"{path}: codegen/host/include/{header} is missing")
-    includes = {header: files[f"codegen/host/include/{header}"].decode()}
+    includes = {header: text(f"codegen/host/include/{header}")}
     source_name = extra.get("source_model") or ""
     source_bytes = None
     if source_name:

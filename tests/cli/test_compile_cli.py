@@ -84,3 +84,20 @@ def test_bad_models_fail_naming_the_file(tmp_path: Path, capsys: pytest.CaptureF
     bad.write_bytes(HELLO.read_bytes()[:300])
     assert main(["compile", str(bad), "-q"]) == 1
     assert "utvm compile: error:" in capsys.readouterr().err
+
+
+def test_unwritable_output_paths_fail_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """-o under a regular file, or onto a directory: a one-line error naming the path, exit 1, no traceback
+    and no half-written archive left behind (root ignores permissions, so these are the portable cases)."""
+    a_file = tmp_path / "plain"
+    a_file.write_text("x")
+    a_dir = tmp_path / "adir"
+    a_dir.mkdir()
+    for out, name in [(a_file / "x.tar", "plain"), (a_dir, "adir")]:
+        assert main(["compile", str(HELLO), "-o", str(out), "-q"]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("utvm compile: error: ") and err.count("\n") == 1 and name in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "plain"]
+    assert main(["build-device", "--platform", "host", "-o", str(a_file / "dev")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("utvm build-device: error: ") and "plain" in err, err

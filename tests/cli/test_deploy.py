@@ -129,3 +129,26 @@ def test_parse_deploy_output_rejects_truncated_text() -> None:
     ok = parse_deploy_output("noise\nutvm-deploy m qemu-cortex-m4\noutput 0 y float32 2 2\n0x3f800000 0xc0000000\n"
                              "status 0\nstack 320\nend\n")
     assert ok.outputs["y"].tolist() == [1.0, -2.0] and ok.stack_high_water == 320
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("convention", [{}, {"unpacked_api": True, "interface_api": "c"}], ids=["packed", "c"])
+def test_tensor_names_hostile_to_c_deploy_and_print_verbatim(tmp_path: Path, convention: dict) -> None:
+    """Quotes, backslashes, trigraphs, comment delimiters, a newline and non-ASCII in tensor names: the
+    samples header and main.c compile (-Werror) and the firmware prints the output under its name."""
+    from utvm.compiler.local import LocalModel
+    from utvm.ir.graph import Graph, Node, Quantization, Tensor
+    from utvm.platform.qemu.deploy import generate_deploy_project
+
+    x_name, y_name = 'in"put\\??/\n*/', 'out */ /*??= é"\\'
+    q = Quantization((0.05,), (3,))
+    graph = Graph({x_name: Tensor(x_name, (2, 5), "int8", q), y_name: Tensor(y_name, (2, 5), "int8", q)},
+                  [Node("relu", (x_name,), (y_name,), {}, "r")], (x_name,), (y_name,), "odd")
+    compiled = compile(graph, **convention)
+    x = np.arange(-5, 5, dtype=np.int8).reshape(2, 5)
+    project = generate_deploy_project(compiled, "qemu-cortex-m3", tmp_path / "fw", [x])
+    status, out = make_run(project)
+    assert status == 0, out
+    dep = parse_deploy_output(out)
+    assert dep.status == 0 and list(dep.outputs) == [y_name]
+    np.testing.assert_array_equal(dep.outputs[y_name], LocalModel(compiled).run([x])[0])

@@ -68,6 +68,8 @@ def test_a_mismatch_exits_nonzero(capsys: pytest.CaptureFixture) -> None:
     (["--input", "nope=x.npy"], "--input 'nope': the model has no such input"),
     (["--input", "serving_default_dense_input:0"], "expected NAME=FILE.npy"),
     (["--platform", "toaster"], "unknown platform 'toaster'"),
+    (["--input", "serving_default_dense_input:0=a.npy", "--input", "serving_default_dense_input:0=b.npy"],
+     "--input 'serving_default_dense_input:0' is given twice"),
 ])
 def test_bad_arguments_fail_with_the_reason(argv: list[str], message: str, capsys: pytest.CaptureFixture) -> None:
     assert main(["run", str(HELLO), *argv]) == 1

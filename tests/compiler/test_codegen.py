@@ -253,3 +253,33 @@ def test_real_models_cross_compile_for_cortex_m(model: str, conv: str, tmp_path:
         pytest.skip("arm-none-eabi-gcc is not installed")
     compiled = compile(load(MODELS / model), **CONVENTIONS[conv])
     _strict_compile(compiled, tmp_path, "arm-none-eabi-gcc", ("-O2", "-mcpu=cortex-m4", "-mthumb"))
+
+
+ODD_NAMES = {"x": 'x"in\\??/\n', "h": "h*/ /*h??", "y": "é€??="}
+
+
+def odd_names_graph() -> Graph:
+    """int8_graph with tensor names that are hostile to C: quotes, backslashes, trigraphs, a newline, comment
+    delimiters and non-ASCII (all legal in TFLite/ONNX)."""
+    import dataclasses
+
+    g = int8_graph()
+    rn = lambda n: ODD_NAMES.get(n, n)  # noqa: E731
+    tensors = {rn(t.name): dataclasses.replace(t, name=rn(t.name)) for t in g.tensors.values()}
+    nodes = [dataclasses.replace(n, inputs=tuple(map(rn, n.inputs)), outputs=tuple(map(rn, n.outputs)))
+             for n in g.nodes]
+    return Graph(tensors, nodes, tuple(map(rn, g.inputs)), tuple(map(rn, g.outputs)), g.name)
+
+
+@pytest.mark.parametrize("conv", CONVENTIONS)
+def test_tensor_names_hostile_to_c_compile_and_are_reported_verbatim(conv: str, tmp_path: Path) -> None:
+    c = compile(odd_names_graph(), **CONVENTIONS[conv])
+    _strict_compile(c, tmp_path, "gcc", ("-O0",))  # -Werror: no broken literal, comment or trigraph
+    m = LocalModel(c, opt="-O0")
+    x = np.random.default_rng(3).integers(-128, 128, (2, 8)).astype(np.int8)
+    np.testing.assert_array_equal(m.run([x])[0], _reference(x))
+    if conv == "packed":  # the argument check names the tensor byte for byte
+        assert m.call_packed("tvmgen_default_run", [x, np.zeros((2, 5), np.int8)]) == 0x803
+        assert f"argument 1 ({ODD_NAMES['y']}) has shape[1] = 5, expected 2" in m.last_error()
+        assert m.call_packed("tvmgen_default_run", [x.astype(np.float32), np.zeros((2, 2), np.int8)]) == 0x803
+        assert f"argument 0 ({ODD_NAMES['x']}) has dtype" in m.last_error()

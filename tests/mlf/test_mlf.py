@@ -198,3 +198,34 @@ def test_load_errors_name_the_problem(exported: tuple, tmp_path: Path) -> None:
         mlf.load(rewrite("nosrc.tar", drop="codegen/host/src/tvmgen_ad01_ops.c"))
     with pytest.raises(ModelFormatError, match=r"src/ad01.json \(the model's IR\) is missing"):
         mlf.load(rewrite("noir.tar", drop="src/ad01.json"))
+
+
+def test_load_errors_from_other_tools_are_one_line(exported: tuple, tmp_path: Path) -> None:
+    """A tar another tool wrote: a non-tar, a metadata.json that is not an object, a source that is not UTF-8 —
+    each a one-line ModelFormatError naming the file, never a traceback of another exception type."""
+    _c, path = exported
+    junk = tmp_path / "junk.tar"
+    junk.write_bytes(b"not a tar at all" * 100)
+    with pytest.raises(ModelFormatError) as info:
+        mlf.load(junk)
+    assert "\n" not in str(info.value) and "junk.tar" in str(info.value)
+
+    listy = tmp_path / "listy.tar"
+    with tarfile.open(listy, "w") as dst:
+        data = b"[7]"
+        m = tarfile.TarInfo("metadata.json")
+        m.size = len(data)
+        dst.addfile(m, io.BytesIO(data))
+    with pytest.raises(ModelFormatError, match="metadata.json is a JSON list, not an object"):
+        mlf.load(listy)
+
+    binary = tmp_path / "binary.tar"
+    with tarfile.open(path) as src, tarfile.open(binary, "w") as dst:
+        for m in src.getmembers():
+            data = src.extractfile(m).read() if m.isfile() else b""
+            if m.name.endswith("_ops.c"):
+                data = b"\xff\xfe" + data
+            m.size = len(data)
+            dst.addfile(m, io.BytesIO(data) if m.isfile() else None)
+    with pytest.raises(ModelFormatError, match=r"codegen/host/src/tvmgen_ad01_ops.c is not UTF-8 text"):
+        mlf.load(binary)

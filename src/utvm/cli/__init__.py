@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     except UtvmError as exc:
         print(f"utvm {args.command}: error: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # a path the user gave that cannot be read or written (-o into a file, a directory...)
+        print(f"utvm {args.command}: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

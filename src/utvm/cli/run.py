@@ -157,6 +157,10 @@ def _read_inputs(compiled: Any, specs: Sequence[str], seed: int) -> list[np.ndar
 
     iface = compiled.interface
     given: dict[str, np.ndarray] = {}
+    names = [spec.partition("=")[0] for spec in specs]
+    for name in names:  # else one would be dropped silently (and the random-input count go wrong)
+        if names.count(name) > 1:
+            raise ArgumentError(f"--input {name!r} is given twice")
     for spec in specs:
         name, sep, file = spec.partition("=")
         if not sep:

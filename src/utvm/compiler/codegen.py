@@ -28,6 +28,7 @@ from utvm.compiler.header import ModelInterface
 from utvm.compiler.kernels import C_TYPES, DL_TYPES, FileScope
 from utvm.compiler.lower import Lowered, OperatorFunc
 from utvm.compiler.memory import ALIGNMENT
+from utvm.support.ctext import c_comment, c_string
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,14 +169,10 @@ def _unpack_block(prefix: str, func: str, args: Sequence[_Arg], shapes: _Shapes,
     for i, a in enumerate(args):
         code, bits = DL_TYPES[a.dtype]
         lines.append(
-            f"  err = {prefix}_tensor_arg({fname}, \"{_c_str(a.name)}\", args, type_codes, {i}, \"{a.dtype}\", "
+            f"  err = {prefix}_tensor_arg({fname}, \"{c_string(a.name)}\", args, type_codes, {i}, \"{a.dtype}\", "
             f"{code}U, {bits}U, {len(a.shape)}, {shapes.get(a.shape)}, &{var}[{i}]);")
         lines.append("  if (err != 0) {\n    return err;\n  }")
     return "\n".join(lines)
-
-
-def _c_str(s: str) -> str:
-    return s.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _func_args(lowered: Lowered, f: OperatorFunc) -> list[_Arg]:
@@ -213,8 +210,7 @@ def _describe(lowered: Lowered, f: OperatorFunc) -> str:
     g = lowered.graph
     ins = ", ".join(f"{t} {g.tensor(t).dtype}{list(g.tensor(t).shape)}" for t in f.inputs) or "-"
     outs = ", ".join(f"{t} {g.tensor(t).dtype}{list(g.tensor(t).shape)}" for t in f.outputs)
-    text = f"{f.node.label(f.node_index)}: ({ins}) -> ({outs})"
-    return text.replace("*/", "* /")
+    return c_comment(f"{f.node.label(f.node_index)}: ({ins}) -> ({outs})")
 
 
 # --- the operators file -----------------------------------------------------------------------------------
@@ -465,7 +461,7 @@ def _packed_adapter(prefix: str, name: str, target: str, iface: ModelInterface, 
 def registry_names_literal(names: Sequence[str]) -> str:
     """The TVMFuncRegistry names blob as C string literals: u16 LE count, names, extra NUL (implicit)."""
     n = len(names)
-    parts = [f'"\\{n & 0xFF:03o}\\{(n >> 8) & 0xFF:03o}"'] + [f'"{_c_str(x)}\\000"' for x in names]
+    parts = [f'"\\{n & 0xFF:03o}\\{(n >> 8) & 0xFF:03o}"'] + [f'"{c_string(x)}\\000"' for x in names]
     return "\n    ".join(parts)
 
 

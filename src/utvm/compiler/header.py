@@ -26,6 +26,7 @@ from utvm.compiler.kernels import C_TYPES
 from utvm.compiler.lower import C_KEYWORDS, sanitize
 from utvm.errors import CompileError
 from utvm.ir.graph import Graph
+from utvm.support.ctext import c_comment
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +142,7 @@ def header_source(iface: ModelInterface, metadata: Mapping[str, Any], interface_
             name = macro_name(m, x.name)
             if name not in done:
                 done.add(name)
-                lines.append(f"/*! {kind} {x.name!r}: {x.dtype}{list(x.shape)} */")
+                lines.append(f"/*! {kind} {c_comment(repr(x.name))}: {x.dtype}{list(x.shape)} */")
                 lines.append(f"#define {name} {macros[name]}")
     up = m.upper()
     for key, what in (("WORKSPACE_SIZE", "Workspace pool (16-byte aligned)"),

@@ -40,6 +40,7 @@ from utvm.errors import PlatformError
 from utvm.platform.qemu.boards import Board, get_board
 from utvm.platform.qemu.project import FirmwareSpec, generate_project
 from utvm.platform.qemu.runner import qemu_command
+from utvm.support.ctext import c_comment, c_string
 
 # dtype -> (C type, DLDataTypeCode, bits)
 C_TYPES: dict[str, tuple[str, int, int]] = {
@@ -101,7 +102,7 @@ def samples_header(compiled: Any, inputs: Sequence[np.ndarray], note: str = "") 
         flat = a.reshape(-1)
         values = [_c_literal(v, x.dtype) for v in flat]
         rows = [", ".join(values[j : j + 16]) for j in range(0, len(values), 16)] or ["0"]
-        out.append(f"/*! Input {i} '{x.name}': {x.dtype}{list(x.shape)} */")
+        out.append(f"/*! Input {i} {c_comment(repr(x.name))}: {x.dtype}{list(x.shape)} */")
         out.append(f"static const {ctype} utvm_sample_input_{i}[{max(1, flat.size)}] __attribute__((aligned(16))) = {{")
         out += [f"    {r}," for r in rows]
         out += ["};", ""]
@@ -277,7 +278,8 @@ def deploy_main(compiled: Any, board: Board, with_rpc: bool = False) -> str:
     for i, x in enumerate(iface.outputs):
         count = max(1, int(np.prod(x.shape)))
         shape = "x".join(str(int(d)) for d in x.shape) or "1"
-        lines.append(f'  utvm_uart_puts("output {i} {x.name} {x.dtype} {shape} {count}\\n");')
+        name = c_string("".join(c if c.isprintable() else repr(c)[1:-1] for c in x.name))  # one line of text
+        lines.append(f'  utvm_uart_puts("output {i} {name} {x.dtype} {shape} {count}\\n");')
         lines.append(f"  for (i = 0; i < {count}u; ++i) {{")
         if x.dtype == "float32":
             lines += ["    uint32_t bits;", f"    memcpy(&bits, &utvm_output_{i}[i], sizeof(bits));",
