@@ -16,6 +16,10 @@ What the import decides, documented here once:
 * SAME/VALID padding becomes explicit (top, left, bottom, right) with TFLite's rule (the extra odd pixel
   goes at the bottom/right); fused activations become the `activation` attribute. TANH and SIGN_BIT as
   fused activations are refused: TFLite's kernels silently ignore them;
+* uint8 tensors (models converted with inference_input_type/inference_output_type = tf.uint8) are
+  imported as uint8; only QUANTIZE/DEQUANTIZE compute on them (the QUANTIZE right after a uint8 input and
+  right before a uint8 output), every other computing op refuses them with an error naming the node and
+  the tensor (data movement, reshape/transpose/concat, carries them, with one quantization throughout);
 * hybrid models (int8 weights applied to float32 activations, e.g. kws_ref_model_float32.tflite) are
   refused with an UnsupportedModelError that says so;
 * FULLY_CONNECTED flattens its input to [rows, K] with an explicit reshape unless keep_num_dims is set;

@@ -26,8 +26,9 @@ defaults). Inputs in brackets are optional ("" in Node.inputs when absent):
   concat            (x0, x1, ...)  axis=int
   pad               (x, [pads const])  pads=((before,after),...) value=float|int (in the tensor's domain: for
                     int8 the quantized value, e.g. the output zero point)
-  quantize          (x float32 | int8) -> int8    (requantizes when the input is int8)
-  dequantize        (x int8) -> float32
+  quantize          (x float32 | int8 | uint8) -> int8 | uint8 (the output tensor's type; requantizes
+                    integer inputs; with dequantize the only ops computing on uint8, for converters' uint8 model I/O)
+  dequantize        (x int8 | uint8) -> float32
   batch_norm        (x, scale, bias, mean, var) epsilon=float  (folded into conv by a pass when possible)
 
 Activation strings: "none", "relu", "relu6", "relu_n1_to_1", "tanh", "sign_bit" (TFLite's fused

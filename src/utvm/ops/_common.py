@@ -98,11 +98,12 @@ def check_scales(node: Node, graph: Graph, t: Tensor, role: str) -> None:
 
 
 def same_quant(node: Node, graph: Graph, a: Tensor, b: Tensor) -> tuple[float, int]:
-    """TFLite's int8 data-movement ops (pooling, concat, pad, transpose) need identical in/out quantization."""
+    """TFLite's int8 (and uint8) data-movement ops (pooling, concat, pad, transpose) need identical in/out
+    quantization."""
     sa = per_tensor(node, graph, a, "input")
     sb = per_tensor(node, graph, b, "output")
     if sa != sb:
-        raise fail(node, graph, f"int8 input {a.name!r} (scale {sa[0]:.9g}, zero point {sa[1]}) and output "
+        raise fail(node, graph, f"{a.dtype} input {a.name!r} (scale {sa[0]:.9g}, zero point {sa[1]}) and output "
                                 f"{b.name!r} (scale {sb[0]:.9g}, zero point {sb[1]}) must share quantization")
     return sa
 

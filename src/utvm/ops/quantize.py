@@ -1,12 +1,19 @@
-"""quantize (float32 -> int8, or int8 -> int8 requantization) and dequantize (int8 -> float32).
+"""quantize (float32 -> int8/uint8, or int8/uint8 -> int8/uint8 requantization) and dequantize
+(int8/uint8 -> float32).
 
-TFLite semantics:
+TFLite semantics (Q = the output's integer type, int8 [-128, 127] or uint8 [0, 255]):
 
-* quantize float32 -> int8 (`reference_ops::AffineQuantize`):
-  y = clamp(round_half_away(x / s_out) + zp_out, -128, 127), the division in float32;
-* quantize int8 -> int8 (`reference_ops::Requantize`): (m, e) = QuantizeMultiplier(double(s_in) /
-  double(s_out)); y = clamp(MBQM(x - zp_in, m, e) + zp_out, -128, 127);
-* dequantize int8 -> float32 (`reference_ops::Dequantize`): y = float(double(s_in) * (x - zp_in)).
+* quantize float32 -> Q (`reference_ops::AffineQuantize`):
+  y = clamp(round_half_away(x / s_out) + zp_out, Q.min, Q.max), the division in float32;
+* quantize int8/uint8 -> Q (`reference_ops::Requantize`): (m, e) = QuantizeMultiplier(double(s_in) /
+  double(s_out)); y = clamp(MBQM(x - zp_in, m, e) + zp_out, Q.min, Q.max). LiteRT's shortcut for equal
+  scales and zero points 128 apart (y = x ^ 0x80, uint8 <-> int8) gives the same values: with equal scales
+  (m, e) = (2**30, 1) and MBQM is the identity in either rounding;
+* dequantize int8/uint8 -> float32 (`reference_ops::Dequantize`): y = float(double(s_in) * (x - zp_in)).
+
+uint8 exists for the I/O of models converted with `inference_input_type/inference_output_type=tf.uint8`:
+a QUANTIZE right after the input and right before the output. The output type of quantize is the declared
+type of its output tensor (int8 when the graph does not declare it yet).
 
 Only per-tensor quantization (activations) is supported here; per-channel constants are dequantized by
 constant folding with the same formula per channel.
@@ -31,7 +38,8 @@ class QuantizeAttrs:
 @dataclass(frozen=True)
 class QuantizeParams:
     """`op` "quantize" or "dequantize"; `input_dtype` -> `output_dtype`. Scales are the tensors' (per-channel
-    dequantize: `scales`/`zero_points` along `axis`). Requantize (int8 -> int8) uses `multiplier`/`shift`."""
+    dequantize: `scales`/`zero_points` along `axis`). Requantize (int8/uint8 -> int8/uint8) uses
+    `multiplier`/`shift`."""
 
     op: str
     input_dtype: str
@@ -49,14 +57,23 @@ class QuantizeParams:
     rounding: str = "single"
 
 
+QUANTIZED = ("int8", "uint8")
+_RANGE = {"int8": (-128, 127), "uint8": (0, 255)}
+
+
 def infer(node: Node, graph: Graph) -> list[c.OutType]:
     c.check_count(node, graph, 1)
     x = c.req(node, graph, 0)
     if node.op == "dequantize":
-        c.check_dtype(node, graph, x, ("int8",), "input")
+        c.check_dtype(node, graph, x, QUANTIZED, "input")
         return [(tuple(x.shape), "float32")]
-    c.check_dtype(node, graph, x, ("float32", "int8"), "input")
-    return [(tuple(x.shape), "int8")]
+    c.check_dtype(node, graph, x, ("float32", *QUANTIZED), "input")
+    declared = graph.tensors.get(node.outputs[0]) if node.outputs else None
+    odt = "int8"
+    if declared is not None:
+        c.check_dtype(node, graph, declared, QUANTIZED, "output")
+        odt = declared.dtype
+    return [(tuple(x.shape), odt)]
 
 
 def prepare(node: Node, graph: Graph, rounding: str = "single") -> QuantizeParams:
@@ -97,7 +114,7 @@ def reference(p: QuantizeParams, x: np.ndarray) -> np.ndarray:
     if p.input_dtype == "float32":
         q = _quant.round_half_away(x.astype(np.float32) / np.float32(p.output_scale))
         q = np.clip(q, -(2.0 ** 31), 2.0 ** 31 - 1).astype(np.int64) + p.output_zero_point
-        return np.clip(q, -128, 127).astype(np.int8)
+        return np.clip(q, *_RANGE[p.output_dtype]).astype(p.output_dtype)
     y = _quant.multiply_by_quantized_multiplier(x.astype(np.int64) - p.input_zero_point, p.multiplier, p.shift,
                                                 p.rounding) + p.output_zero_point
-    return np.clip(y, -128, 127).astype(np.int8)
+    return np.clip(y, *_RANGE[p.output_dtype]).astype(p.output_dtype)

@@ -2,7 +2,7 @@
 
 reshape is a pure alias of the data (row-major order is unchanged; an optional second input holding the
 shape is ignored, the `shape` attribute is authoritative and fully static). transpose permutes axes
-(`perm`, numpy semantics). concat joins along `axis`. For int8, transpose and concat move raw bytes, so
+(`perm`, numpy semantics). concat joins along `axis`. For int8/uint8, transpose and concat move raw bytes, so
 TFLite requires every input to share the output's scale and zero point (checked in prepare).
 """
 
@@ -101,11 +101,11 @@ def prepare(node: Node, graph: Graph, rounding: str = "single") -> ShapeParams:
         return ShapeParams("reshape", dtype, (tuple(x.shape),), oshape)
     if node.op == "transpose":
         x = c.req(node, graph, 0)
-        if dtype == "int8":
+        if dtype in ("int8", "uint8"):  # quantized: a copy is exact only with equal quantization
             c.same_quant(node, graph, x, y)
         return ShapeParams("transpose", dtype, (tuple(x.shape),), oshape, perm=attrs_of(node).perm)  # type: ignore[union-attr]
     xs = [c.req(node, graph, i) for i in range(len(node.inputs))]
-    if dtype == "int8":
+    if dtype in ("int8", "uint8"):  # quantized: a copy is exact only with equal quantization
         for t in xs:
             c.same_quant(node, graph, t, y)
     axis = attrs_of(node).axis % len(oshape)  # type: ignore[union-attr]

@@ -1,13 +1,16 @@
-"""quantize (float32 -> int8, int8 -> int8) and dequantize (int8 -> float32) (utvm.ops.quantize).
+"""quantize (float32 -> int8/uint8, int8/uint8 -> int8/uint8) and dequantize (int8/uint8 -> float32)
+(utvm.ops.quantize).
 
-* int8 -> int8 (requantize) and per-tensor dequantize are functions of one int8 value: the kernel looks
-  up a 256-entry table computed by the op's own `reference` on all 256 inputs (bit-exact by
-  construction; no arithmetic, and no floating point for dequantize's double-precision product either).
+* requantize (int8/uint8 -> int8/uint8) and per-tensor dequantize are functions of one 8-bit value: the
+  kernel looks up a 256-entry table, indexed by the input's byte, computed by the op's own `reference` on
+  all 256 inputs (bit-exact by construction; no arithmetic, and no floating point for dequantize's
+  double-precision product either). The table's element type is the output's C type (int8_t/uint8_t).
 * per-channel dequantize: one 256-entry float table per channel (scale[c] * (q - zp[c]) rounded once to
   float32, the reference's formula), selected by the channel index of the loops.
-* float32 -> int8: q = x / scale in float32, rounded half away from zero the way the reference does it
-  (|q| + 0.5 in float32, then truncated), plus the zero point, saturated to int8. No libm: a value
-  beyond +-256 saturates whatever the zero point, so it is clamped before the conversion to int32.
+* float32 -> int8/uint8: q = x / scale in float32, rounded half away from zero the way the reference does
+  it (|q| + 0.5 in float32, then truncated), plus the zero point, saturated to the output type. No libm:
+  a value beyond +-256 saturates whatever the zero point (int8 or uint8), so it is clamped before the
+  conversion to int32.
 """
 
 from __future__ import annotations
@@ -16,18 +19,30 @@ import math
 
 import numpy as np
 
-from utvm.compiler.kernels import KernelCode, KernelContext, c_literal, offset_term, register
+from utvm.compiler.kernels import C_TYPES, KernelCode, KernelContext, c_literal, offset_term, register
 from utvm.ops import quantize as qop
 from utvm.ops.quantize import QuantizeParams
 
-INT8_VALUES = np.arange(-128, 128, dtype=np.int64)
+_RANGES = {"int8": (-128, 127), "uint8": (0, 255)}
 
 
-def _by_byte(values: np.ndarray) -> np.ndarray:
-    """Outputs for inputs -128..127 reordered into a table indexed by the input's byte (0..255)."""
+def _all_values(dtype: str) -> np.ndarray:
+    """Every value of the 8-bit type `dtype`, as int64."""
+    lo, hi = _RANGES[dtype]
+    return np.arange(lo, hi + 1, dtype=np.int64)
+
+
+def _by_byte(values: np.ndarray, dtype: str = "int8") -> np.ndarray:
+    """Outputs for every input of the 8-bit type `dtype` (ascending) reordered into a table indexed by the
+    input's byte (0..255)."""
     table = np.empty(256, dtype=values.dtype)
-    table[INT8_VALUES & 0xFF] = values
+    table[_all_values(dtype) & 0xFF] = values
     return table
+
+
+def _table_of_reference(ctx: KernelContext, p: QuantizeParams, ctype: str) -> str:
+    inputs = _all_values(p.input_dtype)
+    return ctx.table(ctype, _by_byte(qop.reference(p, inputs.astype(p.input_dtype)), p.input_dtype), "table")
 
 
 @register("quantize", "dequantize")
@@ -38,25 +53,29 @@ def quantize(ctx: KernelContext) -> KernelCode:
     if p.op == "dequantize":
         if p.axis is not None:
             return _dequantize_per_channel(ctx, p)
-        table = ctx.table("float", _by_byte(qop.reference(p, INT8_VALUES.astype(np.int8))), "table")
+        table = _table_of_reference(ctx, p, "float")
         return KernelCode(body=f"for (int32_t i = 0; i < {size}; ++i) {{\n  {y}[i] = {table}[(uint8_t){x}[i]];\n}}"
                                "\nreturn 0;")
-    if p.input_dtype == "int8":
-        table = ctx.table("int8_t", _by_byte(qop.reference(p, INT8_VALUES.astype(np.int8))), "table")
+    if p.output_dtype not in _RANGES:
+        raise ctx.error(f"no quantize kernel to {p.output_dtype}")
+    otype = C_TYPES[p.output_dtype]
+    if p.input_dtype in _RANGES:
+        table = _table_of_reference(ctx, p, otype)
         return KernelCode(body=f"for (int32_t i = 0; i < {size}; ++i) {{\n  {y}[i] = {table}[(uint8_t){x}[i]];\n}}"
                                "\nreturn 0;", inplace=(0,))
     if p.input_dtype != "float32":
         raise ctx.error(f"no quantize kernel from {p.input_dtype}")
+    lo, hi = _RANGES[p.output_dtype]
     clamp = ctx.helper("clamp_i32")
     scale = c_literal(p.output_scale, "float32")
     body = f"""\
 for (int32_t i = 0; i < {size}; ++i) {{
   const float q = {x}[i] / {scale};
   const float a = (q < 0.0f ? -q : q) + 0.5f;
-  /* floor(a) for a >= 0 by truncation; anything from 256 on saturates int8 for any zero point (NaN too) */
+  /* floor(a) for a >= 0 by truncation; from 256 on saturates int8/uint8 for any zero point (NaN too) */
   const int32_t r = a < 256.0f ? (int32_t)a : 256;
   const int32_t v = (q < 0.0f ? -r : r){offset_term(p.output_zero_point)};
-  {y}[i] = (int8_t){clamp}(v, -128, 127);
+  {y}[i] = ({otype}){clamp}(v, {lo}, {hi});
 }}
 return 0;"""
     return KernelCode(body=body)
@@ -68,8 +87,9 @@ def _dequantize_per_channel(ctx: KernelContext, p: QuantizeParams) -> KernelCode
     if len(p.scales) != channels:
         raise ctx.error(f"per-channel dequantize has {len(p.scales)} scales for {channels} channels on axis {axis}")
     rows = []
+    values = _all_values(p.input_dtype)
     for s, z in zip(p.scales, p.zero_points, strict=True):
-        rows.append(_by_byte((np.float64(s) * (INT8_VALUES - int(z))).astype(np.float32)))
+        rows.append(_by_byte((np.float64(s) * (values - int(z))).astype(np.float32), p.input_dtype))
     table = ctx.table("float", np.concatenate(rows), "table")
     outer = math.prod(p.shape[:axis])
     inner = math.prod(p.shape[axis + 1:])

@@ -48,6 +48,8 @@ def _try(graph: Graph, uses: dict[str, list[int]], prod: dict[str, int], i: int,
     if j is None or graph.nodes[j].op != "quantize":
         return None
     y_q = graph.tensors[graph.nodes[j].outputs[0]]
+    if y_q.dtype != "int8":
+        return None
     x_name = _dequantized(graph, prod, node.inputs[0])
     w_name = _dequantized(graph, prod, node.inputs[1])
     if x_name is None or w_name is None:

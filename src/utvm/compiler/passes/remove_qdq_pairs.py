@@ -4,6 +4,8 @@
   round trip is exact: float(s * (q - z)) / s rounds back to q - z for every int8 q);
 - quantize int8 -> int8 with identical input and output quantization (an identity requantization).
 
+Only int8 is considered: a quantize to or from uint8 (model I/O) always stays.
+
 quantize -> dequantize (float -> int8 -> float) loses precision, so it is kept.
 """
 
@@ -29,6 +31,8 @@ def remove_qdq_pairs(graph: Graph) -> Graph:
             continue
         src, dst = node.inputs[0], node.outputs[0]
         t_src = graph.tensors[src]
+        if graph.tensors[dst].dtype != "int8":  # int8 <-> uint8 is never an identity (the ranges differ)
+            continue
         if t_src.dtype == "int8":
             if _same_q(graph, src, dst):
                 mapping[dst] = src
