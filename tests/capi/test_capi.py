@@ -94,7 +94,7 @@ def test_user_app_links_no_runtime_symbols(app_dir: tuple) -> None:
 def test_aot_executor_library(app_dir: tuple) -> None:
     root, sources, includes = app_dir
     libs = crt_pic_libs()
-    aot = cc.make_crt_libs(root / "crt", cc.crt_dir() / "host", libs=("aot_executor",))["aot_executor"]
+    aot = cc.cached_crt_libs(cc.crt_dir() / "host", libs=("aot_executor",))["aot_executor"]
     hw_user = tuple(s for s in sources if "hw_user" in s.name)
     exe = root / "aot_executor_app"
     cc.run(["gcc", *cc.WARNING_FLAGS, "-O1", "-g", *cc.SANITIZE_FLAGS, "-I", str(root),

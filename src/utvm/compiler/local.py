@@ -38,17 +38,8 @@ def host_crt_config_dir() -> Path:
 
 
 def crt_pic_libs(compiler: str = "gcc", cflags: Sequence[str] = ()) -> dict[str, Path]:
-    """The CRT libraries for the host, position-independent, built once per CRT content."""
-    crt = cc.crt_dir()
-    inputs = [crt / "Makefile", crt / "include", crt / "src" / "common", crt / "src" / "memory", crt / "host"]
-    flags = ("-fPIC", *cflags)
-
-    def builder(tmp: Path) -> Path:
-        return cc.make_crt_libs(tmp, host_crt_config_dir(), libs=CRT_LIBS, cc=compiler, cflags=flags)["common"]
-
-    common = cc.cached_build(inputs, [compiler, cc.compiler_version(compiler), *flags, "crt-pic"], "libcommon.a",
-                             builder)
-    return {name: common.parent / f"lib{name}.a" for name in CRT_LIBS}
+    """The CRT libraries for the host, position-independent, built once per CRT content (cc.cached_crt_libs)."""
+    return cc.cached_crt_libs(host_crt_config_dir(), cc=compiler, cflags=("-fPIC", *cflags), libs=CRT_LIBS)
 
 
 def build_shared(compiled: CompiledModel, opt: str = "-O2", cflags: Sequence[str] = (),

@@ -97,6 +97,21 @@ def check_scales(node: Node, graph: Graph, t: Tensor, role: str) -> None:
             raise fail(node, graph, f"{role} {t.name!r} has zero point {out[0]} outside the {t.dtype} range")
 
 
+def weight_multipliers(node: Node, graph: Graph, w: Tensor, axis: int, n_out: int, s_in: float, s_out: float,
+                       rounding: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per-output-channel (multiplier, shift) of s_in * s_w[o] / s_out for int8 weights `w`, quantized per
+    tensor or per channel along `axis` with `n_out` scales (checked, with errors naming the weights)."""
+    wq = w.quant
+    if wq is None:
+        raise fail(node, graph, f"int8 weights {w.name!r} have no quantization parameters")
+    if len(wq.scale) > 1 and (wq.axis != axis or len(wq.scale) != n_out):
+        raise fail(node, graph, f"weights {w.name!r}: per-channel quantization must be along axis {axis} "
+                                f"with {n_out} scales (got axis {wq.axis}, {len(wq.scale)})")
+    check_scales(node, graph, w, "weights")
+    scales = [float(s) for s in wq.scale] if len(wq.scale) > 1 else [float(wq.scale[0])] * n_out
+    return _quant.quantize_multipliers([s_in * s / s_out for s in scales], rounding)
+
+
 def same_quant(node: Node, graph: Graph, a: Tensor, b: Tensor) -> tuple[float, int]:
     """TFLite's int8 (and uint8) data-movement ops (pooling, concat, pad, transpose) need identical in/out
     quantization."""

@@ -169,20 +169,10 @@ def prepare(node: Node, graph: Graph, rounding: str = "single") -> Conv2DParams:
         return Conv2DParams(**common)
     s_in, zp_in = c.per_tensor(node, graph, x, "input")
     s_out, zp_out = c.per_tensor(node, graph, y, "output")
-    wq = w.quant
-    if wq is None:
-        raise c.fail(node, graph, f"int8 weights {w.name!r} have no quantization parameters")
     n_out = oshape[3]
-    channel_axis = 0 if node.op == "conv2d" else 3
-    if wq.per_channel and len(wq.scale) > 1:
-        if wq.axis != channel_axis or len(wq.scale) != n_out:
-            raise c.fail(node, graph, f"weights {w.name!r}: per-channel quantization must be along axis "
-                                      f"{channel_axis} with {n_out} scales (got axis {wq.axis}, {len(wq.scale)})")
-    c.check_scales(node, graph, w, "weights")
-    if any(int(z) != 0 for z in wq.zero_point):
-        raise c.fail(node, graph, f"int8 weights {w.name!r} must be symmetric (zero point 0), got {wq.zero_point}")
-    w_scales = [float(s) for s in wq.scale] if len(wq.scale) > 1 else [float(wq.scale[0])] * n_out
-    mult, shift = _quant.quantize_multipliers([s_in * s / s_out for s in w_scales], rounding)
+    mult, shift = c.weight_multipliers(node, graph, w, 0 if node.op == "conv2d" else 3, n_out, s_in, s_out, rounding)
+    if any(int(z) != 0 for z in w.quant.zero_point):
+        raise c.fail(node, graph, f"int8 weights {w.name!r} must be symmetric (zero point 0), got {w.quant.zero_point}")
     return Conv2DParams(**common, input_zero_point=zp_in, output_zero_point=zp_out,
                         multiplier=c.ints(mult), shift=c.ints(shift))
 

@@ -154,22 +154,11 @@ def prepare(node: Node, graph: Graph, rounding: str = "single") -> DenseParams:
         return DenseParams(**base)
     s_in, zp_in = c.per_tensor(node, graph, a, "input")
     s_out, zp_out = c.per_tensor(node, graph, y, "output")
+    mult, shift = c.weight_multipliers(node, graph, b, 0, int(units), s_in, s_out, rounding)
     wq = b.quant
-    if wq is None:
-        raise c.fail(node, graph, f"int8 weights {b.name!r} have no quantization parameters")
-    c.check_scales(node, graph, b, "weights")
-    if len(wq.scale) > 1:
-        if wq.axis != 0 or len(wq.scale) != units:
-            raise c.fail(node, graph, f"weights {b.name!r}: per-channel quantization must be along axis 0 "
-                                      f"with {units} scales (got axis {wq.axis}, {len(wq.scale)})")
-        if any(int(z) != 0 for z in wq.zero_point):
-            raise c.fail(node, graph, f"per-channel weights {b.name!r} must have zero point 0")
-        mult, shift = _quant.quantize_multipliers([s_in * float(s) / s_out for s in wq.scale], rounding)
-        wzp = 0
-    else:
-        m, s = _quant.quantize_multiplier(s_in * float(wq.scale[0]) / s_out, rounding)
-        mult, shift = np.full(units, m), np.full(units, s)
-        wzp = int(wq.zero_point[0])
+    if len(wq.scale) > 1 and any(int(z) != 0 for z in wq.zero_point):
+        raise c.fail(node, graph, f"per-channel weights {b.name!r} must have zero point 0")
+    wzp = 0 if len(wq.scale) > 1 else int(wq.zero_point[0])
     return DenseParams(**base, input_zero_point=zp_in, weight_zero_point=wzp, output_zero_point=zp_out,
                        multiplier=c.ints(mult), shift=c.ints(shift))
 
