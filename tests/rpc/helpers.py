@@ -55,3 +55,84 @@ def unframe(chunks: list[bytes], max_packet_size: int = 0xFFFFFFFF) -> tuple[lis
 
 def payloads(chunks: list[bytes], max_packet_size: int = 0xFFFFFFFF) -> list[tuple[bytes, bool]]:
     return unframe(chunks, max_packet_size)[0]
+
+
+class Probe:
+    """A transport wrapper for the link tests (a `utvm.rpc.transport.Transport` by duck typing): passes bytes
+    through to `inner`, keeps what the host wrote in `written`, records `abort()`, and raises
+    KeyboardInterrupt (as a Ctrl-C would) in the `n`-th read or write after `interrupt(op, n)`; with
+    op="write-partial" half of that write reaches the device first. `interrupted_at`: len(written) then."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.pipeline_depth = getattr(inner, "pipeline_depth", 1)
+        self.written = bytearray()
+        self.aborted = False
+        self.closed = False
+        self._interrupt: tuple[str, int] | None = None
+        self.interrupted_at: int | None = None
+
+    def interrupt(self, op: str, n: int = 1) -> None:
+        assert op in ("read", "write", "write-partial") and n >= 1
+        self._interrupt = (op, n)
+
+    def _due(self, op: str) -> bool:
+        if self._interrupt is None or not self._interrupt[0].startswith(op):
+            return False
+        kind, n = self._interrupt
+        self._interrupt = None if n == 1 else (kind, n - 1)
+        return n == 1
+
+    def write(self, data: Any, timeout: float | None = None) -> None:
+        partial = self._interrupt is not None and self._interrupt[0] == "write-partial"
+        if self._due("write"):
+            if partial:
+                half = bytes(data)[: len(data) // 2]
+                self.written += half
+                self.inner.write(half, timeout)
+            self.interrupted_at = len(self.written)
+            raise KeyboardInterrupt
+        self.written += data
+        self.inner.write(data, timeout)
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if self._due("read"):
+            self.interrupted_at = len(self.written)
+            raise KeyboardInterrupt
+        return self.inner.read(max_bytes, timeout)
+
+    def close(self) -> None:
+        self.closed = True
+        self.inner.close()
+
+    def abort(self) -> None:
+        self.aborted = self.closed = True
+        abort = getattr(self.inner, "abort", None)
+        (abort or self.inner.close)()
+
+    def describe(self) -> str:
+        describe = getattr(self.inner, "describe", None)
+        return describe() if describe else type(self.inner).__name__
+
+    def __getattr__(self, name: str) -> Any:  # proc, kill(), device, release(), ... of the inner transport
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def session_messages(wire: bytes) -> list[str]:
+    """What the host wrote, one name per session message: TERMINATE, START_INIT, or the RPC request's kind
+    (e.g. CallFunc, Shutdown, GET_GLOBAL_FUNC, DEV_FREE_DATA, FREE_HANDLE)."""
+    from utvm.rpc import protocol as P
+    from utvm.rpc.session import MessageType
+
+    out = []
+    for payload, ok in payloads([wire]):
+        if not ok or len(payload) < 3:
+            out.append("(corrupt)")
+        elif payload[2] != MessageType.NORMAL:
+            out.append(MessageType(payload[2]).name)
+        else:
+            req = P.decode_request(payload[3:])
+            out.append(req.code.name if isinstance(req, P.Syscall) else type(req).__name__)
+    return out

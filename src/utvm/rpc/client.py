@@ -15,9 +15,22 @@ the transport. Three timeouts, each failing with a `SessionTimeoutError` that na
 `handshake_retry_s` (resend START_INIT with a new nonce), `handshake_timeout_s` (give up on the handshake)
 and `reply_timeout_s` (one request's reply). A TERMINATE from the device, or the link closing, raises
 `SessionTerminatedError`; the session then refuses calls until `reconnect()`. An Exception reply raises
-`RemoteError` with the device's text. After a timeout or a corrupt reply the link may hold stale bytes, so
-the next request first starts a fresh session (new session id): a late reply to a failed request can never
-be taken for the answer to a later one. Device log messages go to the logger "utvm.device".
+`RemoteError` with the device's text. Device log messages go to the logger "utvm.device".
+
+Every request is checked before anything is sent: one that cannot fit the device's packet (the session
+payload must be at most TVM_CRT_MAX_PACKET_SIZE_BYTES = max_packet_size + 11; copies are split to fit) is
+refused with a `LocalProtocolError` naming the request, its size and the limit, and a function name or str
+argument holding a NUL (which the device, reading C strings, would cut short) with an `ArgumentError`
+naming the byte. A refused request leaves the session as it was.
+
+Out of step: after a reply timeout, a corrupt reply, or an interruption (KeyboardInterrupt) between a request
+and its reply, the link may hold stale bytes and the device may still be busy. The next request first starts
+a fresh session (new session id), so a late reply to a failed request can never be taken for the answer to a
+later one; the device frees the memory allocated over RPC when that session starts, so the session's remote
+arrays are gone from the moment it falls out of step. Until then nothing waits on the device for cleanup:
+`free()` of an array only marks it freed (a function handle's release is sent after the restart) and
+`close()` sends no Shutdown and stops the transport at once (`Transport.abort()`: a device process is killed
+by its PID), as does leaving `with Session(...)` by an exception.
 """
 
 from __future__ import annotations
@@ -28,7 +41,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from utvm.errors import (
     ArgumentError,
@@ -51,11 +64,14 @@ from utvm.rpc.remote import (
     RemoteModule,
     RemoteNDArray,
     TimeEvaluator,
+    brief_repr,
     c_contiguous,
+    c_string_problem,
     dl_dtype,
 )
 from utvm.rpc.session import (
     NEED_DATA,
+    SESSION_HEADER_SIZE,
     LogMessage,
     MessageDropped,
     NormalMessage,
@@ -80,6 +96,14 @@ device_log = logging.getLogger("utvm.device")
 HOST_RECEIVE_LIMIT = 1 << 24
 #: Copy chunk budget when the device has no tvm.rpc.server.GetCRTMaxPacketSize.
 DEFAULT_MAX_TRANSFER_SIZE = 1 << 16
+#: What a session payload holds besides the RPC packet's body: the session header and the packet's u64 length.
+#: max_packet_size (GetCRTMaxPacketSize) + PACKET_OVERHEAD = TVM_CRT_MAX_PACKET_SIZE_BYTES.
+PACKET_OVERHEAD = SESSION_HEADER_SIZE + 8
+_LENGTH_FIELD = 8  # an RPC packet's u64 length: len(packet) <= max_packet_size + _LENGTH_FIELD
+#: What an error that leaves the link out of step says comes next.
+_RESTART_NOTE = (
+    "the session will be restarted before the next request, and the arrays allocated in this session are gone"
+)
 ALLOC_ALIGNMENT = 64
 _READ_SIZE = 1 << 16
 _MEMO_LIMIT = 64  # reply bodies up to this size are remembered with their decoded reply
@@ -116,12 +140,27 @@ class Session(Backend):
         pipeline_depth: int | None = None,
         nonce: int | None = None,
     ) -> None:
+        if max_packet_size is not None and (
+            isinstance(max_packet_size, bool)
+            or not isinstance(max_packet_size, int)
+            or max_packet_size <= P.COPY_OVERHEAD_BASE + 8
+        ):
+            raise ArgumentError(
+                f"Session: max_packet_size must be an int > {P.COPY_OVERHEAD_BASE + 8} (what "
+                f"tvm.rpc.server.GetCRTMaxPacketSize returns), got {max_packet_size!r}"
+            )
         self.transport = transport
         self.handshake_retry_s = handshake_retry_s
         self.handshake_timeout_s = handshake_timeout_s
         self.reply_timeout_s = reply_timeout_s
         self._requested_max = max_packet_size
         self.max_packet_size = max_packet_size or DEFAULT_MAX_TRANSFER_SIZE
+        # Where max_packet_size comes from, for the error refusing a request too large for it.
+        self._limit_source = (
+            f"TVM_CRT_MAX_PACKET_SIZE_BYTES, from max_packet_size={max_packet_size}"
+            if max_packet_size
+            else "assumed: the device does not report TVM_CRT_MAX_PACKET_SIZE_BYTES"
+        )
         self.pipeline_depth = max(1, pipeline_depth or getattr(transport, "pipeline_depth", 1))
         self._rng = random.Random()
         self._nonce = nonce if nonce else self._rng.randrange(1, 256)
@@ -129,8 +168,12 @@ class Session(Backend):
         self._memory_epoch = 0  # bumped by every new session: remote arrays die (the CRT frees them)
         self._closed = False
         self._terminated: str | None = None
+        # Out of step (see the module docstring): _need_resync is set by an error (with _resync_cause saying
+        # which); _in_flight holds the request between its write and its reply (set by a request that was
+        # interrupted, e.g. by KeyboardInterrupt), "" otherwise.
         self._need_resync = False
-        self._in_flight = False
+        self._resync_cause = ""
+        self._in_flight = ""
         self._functions: dict[str, RemoteFunction] = {}
         self._system_lib: RemoteModule | None = None
         self._pending_frees: list[tuple[str, int, int]] = []  # (kind, value, epoch or generation)
@@ -141,16 +184,23 @@ class Session(Backend):
         self._start(first=True)
 
     # --- life cycle -----------------------------------------------------------------------------------------
-    def _start(self, first: bool) -> None:
-        """Handshake (TERMINATE + START_INIT, retried), then InitServer and the max packet size."""
+    def _start(self, first: bool, restarting_after: str | None = None) -> None:
+        """Handshake (TERMINATE + START_INIT, retried), then InitServer and the max packet size.
+        `restarting_after`: why the session is restarted (named if the handshake times out)."""
         proto = self.proto
         if first:
             wire = proto.terminate() + proto.initiate()
         else:
             wire = proto.initiate()
-        self._handshake(wire)
+        # Until the handshake completes the link is out of step: an interrupted or failed handshake is redone
+        # before the next request (and close() does not wait for the device).
+        self._need_resync = True
+        if restarting_after is None:
+            self._resync_cause = "the session could not be started"
+        self._handshake(wire, restarting_after)
         self._need_resync = False
-        self._in_flight = False
+        self._resync_cause = ""
+        self._in_flight = ""
         self._terminated = None
         reply = self._exchange(P.encode_init_server(), "InitServer")
         self._expect_return(reply, "InitServer")
@@ -161,8 +211,9 @@ class Session(Backend):
                 if not isinstance(size, int) or size <= P.COPY_OVERHEAD_BASE + 8:
                     raise RemoteProtocolError(f"tvm.rpc.server.GetCRTMaxPacketSize returned {size!r}")
                 self.max_packet_size = size
+                self._limit_source = "TVM_CRT_MAX_PACKET_SIZE_BYTES"
 
-    def _handshake(self, wire: bytes) -> None:
+    def _handshake(self, wire: bytes, restarting_after: str | None = None) -> None:
         t0 = time.monotonic()
         deadline = t0 + self.handshake_timeout_s
         self._write(wire, "a session START_INIT", self.handshake_timeout_s)
@@ -178,9 +229,15 @@ class Session(Backend):
             if ev is NEED_DATA:
                 now = time.monotonic()
                 if now >= deadline:
+                    why = (
+                        f" while restarting the session because {restarting_after} (the device may still be "
+                        "busy with it or hung; the next request tries again)"
+                        if restarting_after
+                        else ""
+                    )
                     raise SessionTimeoutError(
                         f"timed out after {self.handshake_timeout_s:.3g} s waiting for the session "
-                        f"START_REPLY from {self._peer} ({inits} START_INIT sent)"
+                        f"START_REPLY from {self._peer} ({inits} START_INIT sent){why}"
                     )
                 if now >= next_retry:
                     self._write(proto.initiate(), "a session START_INIT", deadline - now)
@@ -207,24 +264,44 @@ class Session(Backend):
         self.proto = SessionProtocol(self._rng.randrange(1, 256), HOST_RECEIVE_LIMIT)
         self._start(first=True)
 
-    def close(self) -> None:
-        """Send Shutdown (when the session is up) and close the transport."""
+    @property
+    def out_of_step(self) -> bool:
+        """True while the link is out of step (see the module docstring): the next request restarts the
+        session first, and close() will not wait for the device."""
+        return bool(self._need_resync or self._in_flight)
+
+    def close(self, force: bool = False) -> None:
+        """End the session. Normally: send Shutdown and close the transport, which lets the device exit by
+        itself. With `force`, or when the device may be busy (the link is out of step, the session was
+        terminated, the Shutdown could not be written): no Shutdown, and the transport is stopped at once
+        (`Transport.abort()`: a device process is killed by its PID). Never raises for the link."""
         if self._closed:
             return
+        self._closed = True
+        graceful = False
         try:
-            if self._terminated is None and not self._need_resync and self.proto.state is State.ESTABLISHED:
+            if (
+                not force
+                and self._terminated is None
+                and not (self._need_resync or self._in_flight)
+                and self.proto.state is State.ESTABLISHED
+            ):
                 self._write(self.proto.send_normal(P.encode_shutdown()), "Shutdown", 1.0)
-        except UtvmError:
-            pass
-        finally:
-            self._closed = True
-            self.transport.close()
+                graceful = True
+        except UtvmError as exc:
+            log.debug("no Shutdown sent to %s: %s", self._peer, exc)
+        finally:  # also after a KeyboardInterrupt in the write: then graceful is False
+            if graceful:
+                self.transport.close()
+            else:
+                _abort_transport(self.transport)
 
     def __enter__(self) -> Session:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        # Leaving by an exception (KeyboardInterrupt included): do not wait for the device.
+        self.close(force=exc_type is not None)
 
     @property
     def device(self) -> Device:
@@ -247,10 +324,25 @@ class Session(Backend):
 
     def _check_epoch(self, epoch: int, what: str) -> None:
         if epoch != self._memory_epoch:
+            if self._need_resync:  # not restarted yet: it will be before the next request
+                raise SessionTerminatedError(
+                    f"{what} is gone: {self._resync_cause}, so the session will be restarted before the next "
+                    "request, and the device frees the memory allocated over RPC when a new session starts"
+                )
             raise SessionTerminatedError(
                 f"{what} is gone: the session was restarted after a link error, and the device frees the "
                 "memory allocated over RPC when a new session starts"
             )
+
+    def _lose_step(self, cause: str) -> None:
+        """The link is out of step because of `cause` (a reply may still be on its way, the device may still be
+        busy): the next request restarts the session, and the device frees the memory allocated over RPC when
+        it does, so this session's arrays are gone from now on (freeing one needs no request)."""
+        if not self._need_resync:
+            self._memory_epoch += 1
+            self._pending_frees = [f for f in self._pending_frees if f[0] != "data"]
+        self._need_resync = True
+        self._resync_cause = cause
 
     def _ready(self) -> None:
         if not (self._closed or self._need_resync or self._in_flight or self._pending_frees) and (
@@ -261,14 +353,14 @@ class Session(Backend):
         if self._terminated is not None:
             raise SessionTerminatedError(f"{self._terminated}; call reconnect() to start a new session")
         if self._need_resync or self._in_flight:
+            if not self._need_resync:  # a request was interrupted between its write and its reply
+                self._lose_step(f"{self._in_flight} was interrupted")
             self.stats["resyncs"] += 1
-            log.info("restarting the session after a link error")
-            self._memory_epoch += 1
-            self._pending_frees.clear()
-            self._start(first=False)
+            log.info("restarting the session because %s", self._resync_cause)
+            self._start(first=False, restarting_after=self._resync_cause)
         if self._pending_frees:
             frees, self._pending_frees = self._pending_frees, []
-            for kind, value, stamp in frees:
+            for i, (kind, value, stamp) in enumerate(frees):
                 try:
                     if kind == "data":
                         self._free_data(value, stamp)
@@ -276,14 +368,28 @@ class Session(Backend):
                         self._free_handle(value, stamp)
                 except RemoteError as exc:
                     log.warning("freeing remote %s 0x%x failed: %s", kind, value, exc)
+                except BaseException:
+                    self._pending_frees[:0] = frees[i + 1 :]  # the rest stay due
+                    raise
+
+    def _refuse(self, packet_size: int, what: str, detail: str = "") -> NoReturn:
+        """Refuse the request `what` (an RPC packet of `packet_size` bytes) that cannot fit the device's packet."""
+        raise LocalProtocolError(
+            f"{what}: the request is {packet_size + SESSION_HEADER_SIZE:,} bytes; the device takes at most "
+            f"{self.max_packet_size + PACKET_OVERHEAD:,} bytes per packet ({self._limit_source}){detail}; "
+            "nothing was sent"
+        )
 
     def _write(self, wire: bytes, what: str, timeout: float | None, prefix: str = "") -> None:
         """Write `wire`; errors name `prefix + what` (built only then)."""
         try:
             self.transport.write(wire, timeout)
         except SessionTimeoutError as exc:
-            self._need_resync = True
-            raise SessionTimeoutError(f"timed out writing {prefix}{what} to {self._peer}: {exc}") from exc
+            self._lose_step(f"writing {prefix}{what} timed out")
+            raise SessionTimeoutError(
+                f"timed out writing {prefix}{what} to {self._peer}: {exc}; the device is not reading (busy or "
+                f"hung); {_RESTART_NOTE}"
+            ) from exc
         except TransportError as exc:  # LinkClosedError, or any transport failure
             self._terminated = f"the link closed while sending {prefix}{what}"
             raise LinkClosedError(f"{self._terminated}: {exc}") from exc
@@ -315,18 +421,19 @@ class Session(Backend):
                 try:
                     reply = P.decode_reply(body)
                 except RemoteProtocolError as exc:
-                    self._need_resync = True
-                    raise RemoteProtocolError(f"bad reply to {what}: {exc}") from exc
+                    self._lose_step(f"the reply to {what} was malformed")
+                    raise RemoteProtocolError(f"bad reply to {what}: {exc}; {_RESTART_NOTE}") from exc
                 if len(body) <= _MEMO_LIMIT:
                     self._last_body, self._last_reply = body, reply
                 return reply
             if ev is NEED_DATA:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    self._need_resync = True
+                    self._lose_step(f"{what} timed out")
+                    within = f"{self.reply_timeout_s:.3g} s"
                     raise SessionTimeoutError(
-                        f"timed out after {self.reply_timeout_s:.3g} s waiting for the reply "
-                        f"to {what} from {self._peer}"
+                        f"timed out after {within} waiting for the reply to {what} from {self._peer}: it did not "
+                        f"return within {within}, so the device is busy or hung; {_RESTART_NOTE}"
                     )
                 self._receive(left, f"the reply to {what}")
             elif t is LogMessage:
@@ -341,26 +448,37 @@ class Session(Backend):
                 if ev.corrupt:
                     # A packet from the device was corrupted: it may have been our reply. Fail now rather than
                     # at the timeout; the next request starts a fresh session.
-                    self._need_resync = True
+                    self._lose_step(f"a packet was corrupted while we waited for the reply to {what}")
                     raise RemoteProtocolError(
-                        f"a packet from the device was corrupted while we waited for the reply to {what} ({ev.reason})"
+                        f"a packet from the device was corrupted while we waited for the reply to {what} "
+                        f"({ev.reason}); {_RESTART_NOTE}"
                     )
             elif t is SessionEstablished:  # the device restarted the session: our request is lost
-                self._need_resync = True
+                self._lose_step(f"the device started a new session during {what}")
                 raise SessionTerminatedError(
-                    f"the device started a new session while we waited for the reply to {what}"
+                    f"the device started a new session while we waited for the reply to {what}; {_RESTART_NOTE}"
                 )
 
     def _exchange(self, packet: bytes, what: str) -> P.Reply:
+        """One request and its reply. The caller has checked that `packet` fits (see _request); the requests
+        sent without that check (InitServer, FreeHandle, DevFreeData) are under 64 bytes, and max_packet_size
+        is always more than that."""
         # Whatever interrupts us between the request and its reply (an error, KeyboardInterrupt) leaves the
-        # link out of step: _in_flight stays set and the next request starts a new session first.
-        self._in_flight = True
-        self._send(packet, what)
-        reply = self._await_reply(what)
-        self._in_flight = False
+        # link out of step: the next request starts a new session first. (A try costs nothing until it raises.)
+        self._in_flight = what
+        try:
+            self._send(packet, what)
+            reply = self._await_reply(what)
+        except BaseException:
+            if not self._need_resync and self._terminated is None:
+                self._lose_step(f"{what} was interrupted")
+            raise
+        self._in_flight = ""
         return reply
 
     def _request(self, packet: bytes, what: str) -> P.Reply:
+        if len(packet) > self.max_packet_size + _LENGTH_FIELD:
+            self._refuse(len(packet), what)  # before _ready: a refused request changes nothing
         self._ready()
         return self._exchange(packet, what)
 
@@ -371,27 +489,35 @@ class Session(Backend):
             err = RemoteError(f"{what} failed on the device: {reply.message}")
             err.device_message = reply.message  # type: ignore[attr-defined]
             raise err
-        self._need_resync = True
-        raise RemoteProtocolError(f"the device answered {what} with {type(reply).__name__}, expected Return")
+        self._lose_step(f"the device answered {what} with {type(reply).__name__}")
+        raise RemoteProtocolError(
+            f"the device answered {what} with {type(reply).__name__}, expected Return; {_RESTART_NOTE}"
+        )
 
     def _syscall(self, code: RPCCode, args: Sequence[P.PackedArg], what: str) -> P.PackedArg:
         values = self._expect_return(self._request(P.encode_syscall(code, args), what), what)
         if len(values) != 1:
-            self._need_resync = True
-            raise RemoteProtocolError(f"the reply to {what} carries {len(values)} values, expected 1")
+            self._lose_step(f"the reply to {what} was malformed")
+            raise RemoteProtocolError(
+                f"the reply to {what} carries {len(values)} values, expected 1; {_RESTART_NOTE}"
+            )
         return values[0]
 
     def _device_log(self, text: bytes) -> None:
         device_log.info("%s", text.decode("utf-8", errors="replace").rstrip("\r\n\0"))
 
-    def _pipeline(self, requests: Iterable[tuple[bytes, str]], on_reply: Callable[[P.Reply, str], None]) -> None:
+    def _pipeline(
+        self, requests: Iterable[tuple[bytes, str]], on_reply: Callable[[P.Reply, str], None], label: str
+    ) -> None:
         """Send requests with up to `pipeline_depth` in flight; every reply is awaited (in order) even after
-        a RemoteError, so the link stays in step; the first error is raised at the end.
+        a RemoteError, so the link stays in step; the first error is raised at the end. `label` names the
+        whole (e.g. "CopyToRemote of <array>") if it is interrupted.
 
         Requests go out in batches, one write each: the window is filled, then drained to half before the
-        next half-window of requests is written (fewer syscalls and wake-ups of the device per request)."""
+        next half-window of requests is written (fewer syscalls and wake-ups of the device per request).
+        Every request is built to fit the device's packet (copies are split by copy_chunk_size)."""
         self._ready()
-        self._in_flight = True
+        self._in_flight = label
         inflight: deque[str] = deque()
         first_error: RemoteError | None = None
         depth = self.pipeline_depth
@@ -399,12 +525,14 @@ class Session(Backend):
         batch: list[bytes] = []  # framed requests not yet written
         batch_bytes = 0
         batch_what = ""
+        wrote = False  # anything written: an error from now on leaves the link out of step
         send_normal = self.proto.send_normal
         stats = self.stats
 
         def flush() -> None:
-            nonlocal batch_bytes
+            nonlocal batch_bytes, wrote
             if batch:
+                wrote = True
                 what = f"the request {batch_what}" if len(batch) == 1 else (
                     f"the requests {batch_what} and {len(batch) - 1} more")
                 wire = batch[0] if len(batch) == 1 else b"".join(batch)
@@ -421,24 +549,31 @@ class Session(Backend):
             except RemoteError as exc:
                 first_error = first_error or exc
 
-        for packet, what in requests:
-            if len(inflight) >= depth:
-                flush()
-                while len(inflight) > refill:
-                    settle()
-            stats["requests"] += 1
-            wire = send_normal(packet)
-            if not batch:
-                batch_what = what
-            batch.append(wire)
-            batch_bytes += len(wire)
-            inflight.append(what)
-            if batch_bytes >= _BATCH_BYTES:
-                flush()
-        flush()
-        while inflight:
-            settle()
-        self._in_flight = False
+        try:
+            for packet, what in requests:
+                if len(inflight) >= depth:
+                    flush()
+                    while len(inflight) > refill:
+                        settle()
+                stats["requests"] += 1
+                wire = send_normal(packet)
+                if not batch:
+                    batch_what = what
+                batch.append(wire)
+                batch_bytes += len(wire)
+                inflight.append(what)
+                if batch_bytes >= _BATCH_BYTES:
+                    flush()
+            flush()
+            while inflight:
+                settle()
+        except BaseException:
+            if wrote and not self._need_resync and self._terminated is None:
+                self._lose_step(f"{label} was interrupted")
+            elif not wrote:
+                self._in_flight = ""
+            raise
+        self._in_flight = ""
         if first_error is not None:
             raise first_error
 
@@ -481,12 +616,15 @@ class Session(Backend):
         except LocalProtocolError as exc:
             raise ArgumentError(f"{fname}: {exc}") from exc
         what = f"CallFunc {fname}"
-        values = self._expect_return(self._request(packet, what), what)
+        if len(packet) > self.max_packet_size + _LENGTH_FIELD:
+            self._refuse(len(packet), what, _largest_argument(packed))  # before _ready: nothing changes
+        self._ready()
+        values = self._expect_return(self._exchange(packet, what), what)
         try:
             rtc, v = P.unpack_call_return(values)
         except RemoteProtocolError as exc:
-            self._need_resync = True
-            raise RemoteProtocolError(f"bad reply to {what}: {exc}") from exc
+            self._lose_step(f"the reply to {what} was malformed")
+            raise RemoteProtocolError(f"bad reply to {what}: {exc}; {_RESTART_NOTE}") from exc
         if rtc not in _WRAPPED_RETURNS:  # int, float, str, bytes, None: the value as it came
             return v
         if rtc == TypeCode.PACKED_FUNC_HANDLE:
@@ -512,19 +650,27 @@ class Session(Backend):
 
     def get_function(self, name: str, allow_missing: bool = False) -> RemoteFunction | None:
         """The device's global function `name` (GetGlobalFunc). A missing name raises FunctionNotFoundError
-        (or returns None with allow_missing=True)."""
+        (or returns None with allow_missing=True). A name the device cannot look up as it is (not a str, a NUL
+        in it, not UTF-8) raises ArgumentError, one too long for a packet LocalProtocolError; nothing is sent."""
+        if not isinstance(name, str):
+            raise ArgumentError(f"get_function: a function name is a str, got {type(name).__name__} {name!r:.60}")
         f = self._functions.get(name)
         if f is not None:
             return f
-        what = f"GetGlobalFunc({name!r})"
+        what = f"GetGlobalFunc({brief_repr(name)})"
+        bad = c_string_problem(name, "the function name")
+        if bad:
+            raise ArgumentError(f"{what}: {bad}; nothing was sent")
         tc, handle = self._syscall(RPCCode.GET_GLOBAL_FUNC, [(TypeCode.STR, name)], what)
         if tc == TypeCode.NULL or (tc == TypeCode.OPAQUE_HANDLE and handle == 0):
             if allow_missing:
                 return None
-            raise FunctionNotFoundError(f"the device has no global function {name!r}")
+            raise FunctionNotFoundError(f"the device has no global function {brief_repr(name)}")
         if tc not in (TypeCode.OPAQUE_HANDLE, TypeCode.PACKED_FUNC_HANDLE):
-            self._need_resync = True
-            raise RemoteProtocolError(f"the reply to {what} carries a {TypeCode(tc).name}, expected a handle")
+            self._lose_step(f"the reply to {what} was malformed")
+            raise RemoteProtocolError(
+                f"the reply to {what} carries a {TypeCode(tc).name}, expected a handle; {_RESTART_NOTE}"
+            )
         f = RemoteFunction(self, handle, name)
         self._functions[name] = f
         return f
@@ -592,24 +738,39 @@ class Session(Backend):
     def _free_handle(self, handle: int, generation: int) -> None:
         if self._closed or self._terminated is not None or generation != self._generation:
             return
+        if self._need_resync or self._in_flight:
+            # Out of step: the device may be busy. Handles outlive a session restart (time evaluators hold
+            # device slots), so the release is sent after the restart, before the next request.
+            self._pending_frees.append(("function", handle, generation))
+            return
         self._ready()
         what = f"FreeHandle(0x{handle:x})"
         args = [(TypeCode.OPAQUE_HANDLE, handle), (TypeCode.INT, int(TypeCode.PACKED_FUNC_HANDLE))]
         self._expect_return(self._exchange(P.encode_syscall(RPCCode.FREE_HANDLE, args), what), what)
 
     def _free_data(self, data: int, epoch: int) -> None:
-        if self._closed or self._terminated is not None:
+        # Memory of an earlier epoch was freed by the device when a session started, and while the link is out
+        # of step the next session start frees it: no request (and no waiting on a busy device) either way.
+        if self._closed or self._terminated is not None or epoch != self._memory_epoch:
             return
-        self._ready()  # may start a new session, which frees the memory by itself
+        if self._need_resync or self._in_flight:  # (_lose_step bumps the epoch; _in_flight alone: interrupted)
+            return
+        self._ready()
         if epoch != self._memory_epoch:
             return
         what = f"DevFreeData(0x{data:x})"
         args = [(TypeCode.DEVICE, CPU), (TypeCode.OPAQUE_HANDLE, data)]
         self._expect_return(self._exchange(P.encode_syscall(RPCCode.DEV_FREE_DATA, args), what), what)
 
+    def _copy_chunk(self, arr: RemoteNDArray, what: str) -> int:
+        try:
+            return P.copy_chunk_size(self.max_packet_size, len(arr.shape))
+        except LocalProtocolError as exc:
+            raise LocalProtocolError(f"{what}: {exc}; nothing was sent") from None
+
     def _copy_to_remote(self, arr: RemoteNDArray, data: memoryview) -> None:
         tensor, label = arr.tensor(), repr(arr)
-        chunk = P.copy_chunk_size(self.max_packet_size, len(arr.shape))
+        chunk = self._copy_chunk(arr, f"CopyToRemote to {label}")
 
         def requests() -> Iterable[tuple[bytes, str]]:
             for off, n, packet in P.copy_to_remote_packets(tensor, data, chunk):
@@ -618,11 +779,11 @@ class Session(Backend):
         def on_reply(reply: P.Reply, what: str) -> None:
             self._expect_return(reply, what)
 
-        self._pipeline(requests(), on_reply)
+        self._pipeline(requests(), on_reply, f"CopyToRemote to {label}")
 
     def _copy_from_remote(self, arr: RemoteNDArray, out: memoryview) -> None:
         tensor, label = arr.tensor(), repr(arr)
-        chunk = P.copy_chunk_size(self.max_packet_size, len(arr.shape))
+        chunk = self._copy_chunk(arr, f"CopyFromRemote from {label}")
         spans: deque[tuple[int, int]] = deque()
 
         def requests() -> Iterable[tuple[bytes, str]]:
@@ -634,14 +795,40 @@ class Session(Backend):
             off, n = spans.popleft()  # replies come in request order
             if type(reply) is not P.CopyAck:
                 self._expect_return(reply, what)  # raises RemoteError for an Exception
-                self._need_resync = True
-                raise RemoteProtocolError(f"the device answered {what} with Return, expected CopyAck")
+                self._lose_step(f"the device answered {what} with Return")
+                raise RemoteProtocolError(
+                    f"the device answered {what} with Return, expected CopyAck; {_RESTART_NOTE}"
+                )
             if len(reply.data) != n:
-                self._need_resync = True
-                raise RemoteProtocolError(f"the device answered {what} with {len(reply.data)} bytes, expected {n}")
+                self._lose_step(f"the reply to {what} was malformed")
+                raise RemoteProtocolError(
+                    f"the device answered {what} with {len(reply.data)} bytes, expected {n}; {_RESTART_NOTE}"
+                )
             out[off : off + n] = reply.data
 
-        self._pipeline(requests(), on_reply)
+        self._pipeline(requests(), on_reply, f"CopyFromRemote from {label}")
+
+
+def _largest_argument(packed: Sequence[P.PackedArg]) -> str:
+    """For the error refusing an oversized CallFunc: which argument takes most of the packet."""
+    if not packed:
+        return ""
+    sizes = [len(P.encode_packed_seq([arg])) - 8 for arg in packed]  # minus the count and the type code
+    i = max(range(len(sizes)), key=sizes.__getitem__)
+    kind = _ARG_KINDS.get(packed[i][0], TypeCode(packed[i][0]).name)
+    return f"; its largest argument, {i} ({kind}), takes {sizes[i]:,} bytes"
+
+
+_ARG_KINDS = {TypeCode.STR: "a str", TypeCode.BYTES: "bytes", TypeCode.DLTENSOR_HANDLE: "a tensor"}
+
+
+def _abort_transport(transport: Any) -> None:
+    """Stop `transport` at once (Transport.abort(); close() for a transport without one)."""
+    abort = getattr(transport, "abort", None)
+    if abort is not None:
+        abort()
+    else:
+        transport.close()
 
 
 def connect_subprocess(
@@ -653,5 +840,5 @@ def connect_subprocess(
     try:
         return Session(transport, **session_kwargs)
     except BaseException:
-        transport.close(timeout=0.5)
+        transport.abort()  # no session: nothing to wait for (a Ctrl-C during the handshake ends at once)
         raise

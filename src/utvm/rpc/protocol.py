@@ -244,7 +244,12 @@ def encode_tensor(t: DLTensorRef) -> bytes:
 def _enc_str(v: Any) -> bytes:
     if not isinstance(v, str):
         raise LocalProtocolError(f"STR value must be a str, got {v!r}")
-    b = v.encode("utf-8")
+    try:
+        b = v.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate
+        raise LocalProtocolError(
+            f"STR value {v[:40]!r} cannot be sent: the character at index {exc.start} is not valid in UTF-8"
+        ) from None
     return _U64.pack(len(b)) + b
 
 
@@ -311,7 +316,10 @@ def encode_packed_seq(args: Sequence[PackedArg]) -> bytes:
         enc = encoders.get(codes[i])
         if enc is None:
             raise LocalProtocolError(f"argument {i}: unknown type code {tc}")
-        parts.append(enc(v))
+        try:
+            parts.append(enc(v))
+        except LocalProtocolError as exc:  # name the argument (a try costs nothing until it raises)
+            raise LocalProtocolError(f"argument {i}: {exc}") from None
     return b"".join(parts)
 
 

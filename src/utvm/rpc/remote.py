@@ -1,8 +1,10 @@
 """Remote objects of an RPC session: functions, modules, tensors and time evaluators on the device.
 
 They are the `rpc` backend's side of the runtime's shared interface (DESIGN.md §3): RemoteFunction IS-A
-`utvm.runtime.PackedFunc` (it overrides only the invoke hook, so arguments are converted and checked by
-`utvm.runtime.convert_arg` exactly as for the local backend), RemoteModule IS-A `utvm.runtime.Module`
+`utvm.runtime.PackedFunc` (it overrides the invoke hook, so arguments are converted and checked by
+`utvm.runtime.convert_arg` exactly as for the local backend; `__call__` is overridden only to add, to
+convert_arg's error for a str holding a NUL, the byte the device would cut it at), RemoteModule IS-A
+`utvm.runtime.Module`
 (it overrides only the lookup hook), RemoteNDArray IS-A `utvm.runtime.NDArrayBase`, and TimeEvaluator is
 the runtime's. Code written against those types runs on either backend.
 
@@ -10,6 +12,9 @@ They are handles: each call goes through the `utvm.rpc.client.Session` that made
 that the object still belongs to the live session (see `Session.reconnect` and the session restarts after
 link errors). Objects that hold device resources give them back with `free()`, `with`, or when they are
 garbage collected (the release is then sent before the session's next request, never from the collector).
+While the session is out of step (a request failed between its write and its reply) `free()` sends nothing:
+an array's memory is freed by the device when the next session starts, and a function handle's release is
+sent after that restart.
 """
 
 from __future__ import annotations
@@ -73,6 +78,37 @@ def numpy_dtype(dt: DLDataType) -> Any:
     if dt.code == DLDataTypeCode.BOOL:
         return np.dtype(np.bool_)
     return np.dtype(f"<{names[DLDataTypeCode(dt.code)]}{dt.bits // 8}")
+
+
+def brief_repr(s: str, limit: int = 40) -> str:
+    """repr(s), cut to about `limit` characters with an ellipsis (error messages stay one readable line)."""
+    if len(s) <= limit:
+        return repr(s)
+    r = repr(s[: limit - 8])
+    return f"{r[:-1]}\u2026{r[-1]} ({len(s):,} characters)"
+
+
+def nul_byte(s: str) -> int:
+    """The byte offset of the first NUL in the UTF-8 form of `s`, -1 if none: where the device, which reads
+    strings as C strings, would cut it."""
+    nul = s.find("\0")
+    return nul if nul <= 0 else len(s[:nul].encode("utf-8", errors="surrogatepass"))
+
+
+def c_string_problem(s: str, label: str) -> str:
+    """Why the device, reading C strings (UTF-8 up to the first NUL), would not see `s` (the `label`) as it
+    is; "" if it would."""
+    pos = nul_byte(s)
+    if pos >= 0:
+        return (
+            f"{label} holds a NUL character at byte {pos}; the device reads it as a C string and would see "
+            f"only {brief_repr(s[: s.find(chr(0))])}"
+        )
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"{label} cannot be encoded as UTF-8 (character {exc.start} is a lone surrogate)"
+    return ""
 
 
 def c_contiguous(a: Any) -> Any:
@@ -218,8 +254,11 @@ class RemoteNDArray(NDArrayBase):
     def tensor(self, byte_offset: int = 0) -> DLTensorRef:
         if self.freed:
             raise ArgumentError(f"{self!r} was freed")
-        self.session._check_generation(self._generation, repr(self))
-        self.session._check_epoch(self._epoch, repr(self))
+        session = self.session
+        if self._generation != session._generation:
+            session._check_generation(self._generation, repr(self))  # raises
+        if self._epoch != session._memory_epoch:
+            session._check_epoch(self._epoch, repr(self))  # raises
         return DLTensorRef(self.data, self.dl_device, self.dl_dtype, self._shape, byte_offset)
 
     def numpy(self) -> Any:

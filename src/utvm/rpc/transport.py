@@ -5,6 +5,8 @@ Every transport has the same three calls, and the RPC client uses nothing else:
     write(data, timeout=None)      all of `data`, or SessionTimeoutError
     read(max_bytes, timeout=None)  at least one byte (at most max_bytes), or SessionTimeoutError
     close()
+    abort()                        optional: close at once, without waiting for the peer (Transport's default
+                                   is close(); a device process is killed by its PID)
 
 `timeout` is in seconds; None waits for ever. When the other end goes away (the device process exits, the
 socket or port closes) read and write raise `LinkClosedError`, a `SessionTerminatedError`. The fd-based
@@ -55,6 +57,11 @@ class Transport(abc.ABC):
 
     @abc.abstractmethod
     def close(self) -> None: ...
+
+    def abort(self) -> None:
+        """Close at once, without waiting for the peer (the session is out of step, or the user interrupted):
+        what close() does unless a transport's close() waits."""
+        self.close()
 
     def describe(self) -> str:
         return type(self).__name__
@@ -269,7 +276,8 @@ class SubprocessTransport(_FdTransport):
     terminate_before_kill = True
 
     def close(self, timeout: float = 2.0) -> None:
-        """Close our ends, give the process `timeout` s to exit by itself, then stop it (by PID)."""
+        """Close our ends, give the process `timeout` s to exit by itself, then stop it (by PID). Interrupted
+        while waiting (KeyboardInterrupt), it kills the process before the interruption goes on."""
         if self._closed:
             return
         self._closed = True
@@ -279,20 +287,26 @@ class SubprocessTransport(_FdTransport):
             except OSError:
                 pass
         try:
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            stopped = False
-            if self.terminate_before_kill:
-                self.proc.terminate()
-                try:
-                    self.proc.wait(timeout=timeout)
-                    stopped = True
-                except subprocess.TimeoutExpired:
-                    pass
-            if not stopped:
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                if self.terminate_before_kill:
+                    self.proc.terminate()
+                    try:
+                        self.proc.wait(timeout=timeout)
+                    except subprocess.TimeoutExpired:
+                        pass
+        finally:  # the process never outlives close(), whatever interrupted the waits
+            if self.proc.poll() is None:
                 self.proc.kill()
                 self.proc.wait()
-        self._stderr.close()
+            self._stderr.close()
+
+    def abort(self) -> None:
+        """Kill the process (by its PID) at once, then close our ends: no wait for it to finish anything."""
+        if not self._closed and self.proc.poll() is None:
+            self.proc.kill()
+        self.close(timeout=0.0)
 
 
 def _check_loopback(host: str) -> None:
@@ -496,3 +510,10 @@ class FaultInjectingTransport(Transport):
 
     def close(self) -> None:
         self.inner.close()
+
+    def abort(self) -> None:
+        abort = getattr(self.inner, "abort", None)
+        if abort is not None:
+            abort()
+        else:
+            self.inner.close()

@@ -138,8 +138,12 @@ def convert_arg(func_name: str, index: int, value: Any,
     if code == TypeCode.INT and not _I64_MIN <= norm <= _I64_MAX:
         raise ArgumentError(f"{func_name}: argument {index} = {norm} does not fit in int64")
     if code == TypeCode.STR and "\0" in norm:
-        raise ArgumentError(f"{func_name}: argument {index} is a str containing NUL, which C strings cannot "
-                            "carry (pass bytes instead)")
+        nul = norm.index("\0")
+        pos = len(norm[:nul].encode("utf-8", errors="surrogatepass"))
+        seen = repr(norm[:nul]) if nul <= 40 else repr(norm[:32])[:-1] + "\u2026'"
+        raise ArgumentError(f"{func_name}: argument {index} is a str containing NUL, which C strings cannot carry "
+                            f"(pass bytes instead): its first NUL is at byte {pos}, so the callee would see only "
+                            f"{seen}; nothing was sent")
     return code, norm
 
 
