@@ -283,3 +283,27 @@ def test_tensor_names_hostile_to_c_compile_and_are_reported_verbatim(conv: str, 
         assert f"argument 1 ({ODD_NAMES['y']}) has shape[1] = 5, expected 2" in m.last_error()
         assert m.call_packed("tvmgen_default_run", [x.astype(np.float32), np.zeros((2, 2), np.int8)]) == 0x803
         assert f"argument 0 ({ODD_NAMES['x']}) has dtype" in m.last_error()
+
+
+@pytest.mark.parametrize("conv", ["packed", "unpacked", "c"])
+def test_a_constant_output_holding_nan_and_infinity_compiles(conv: str) -> None:
+    """A model output that is a constant with NaN / +-inf: main.c spells them NAN / INFINITY, which need
+    <math.h> (the operators file is not the only one that can)."""
+    from tests.tflite_builder import TFLiteBuilder
+
+    from utvm.compiler.local import LocalModel
+    from utvm.frontend import from_tflite
+
+    special = np.array([np.nan, np.inf, -np.inf, 1.5], np.float32)
+    b = TFLiteBuilder()
+    x = b.tensor("x", (4,), "float32")
+    y = b.tensor("y", (4,), "float32")
+    k = b.tensor("k", (4,), "float32", data=special)
+    b.op("RELU", [x], [y])
+    flags = {"packed": {}, "unpacked": {"unpacked_api": True},
+             "c": {"unpacked_api": True, "interface_api": "c"}}[conv]
+    compiled = compile(from_tflite(b.build(inputs=[x], outputs=[y, k])), **flags)
+    assert "NAN" in compiled.sources["tvmgen_default_main.c"]
+    got_y, got_k = LocalModel(compiled).run([np.array([-1, 2, -3, 4], np.float32)])
+    assert got_y.tolist() == [0, 2, 0, 4]
+    np.testing.assert_array_equal(got_k, special)

@@ -17,11 +17,18 @@ Files (all under codegen/host/ in the MLF):
   operator, so the host can run the model and time single operators over RPC. It needs the CRT's
   common library; a deployment without RPC leaves this file out.
 - `include/tvmgen_<m>.h`: the model header (see header.py).
+
+What the generated C needs at link time besides the CRT: `libm_functions(sources)` lists the <math.h>
+functions it calls (float softmax/logistic: expf, tanh: tanhf, batch_norm with run-time parameters: sqrtf);
+the driver records them in metadata.json, and every firmware that links generated code must link a libm
+(`-lm`). Everything else it may reference is in libc (memcpy, and the memset/memcpy a compiler may put in for
+loops) or the compiler's runtime (soft-float and 64-bit division helpers, libgcc).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from utvm.compiler.header import ModelInterface
@@ -305,7 +312,10 @@ def main_source(lowered: Lowered, opts: Options, iface: ModelInterface) -> str:
     for name in lowered.output_consts.values():
         consts.constant(g.tensor(name))
     if consts.decls:
-        out += ["\n".join(consts.decls), ""]
+        decls = "\n".join(consts.decls)
+        if re.search(r"\b(NAN|INFINITY)\b", decls):  # a constant output holding NaN or an infinity
+            out.append("#include <math.h>")
+        out += [decls, ""]
 
     shapes = _Shapes(f"{prefix}_main")
     io = (*iface.inputs, *iface.outputs)
@@ -528,3 +538,29 @@ def system_lib_source(lowered: Lowered, opts: Options, iface: ModelInterface) ->
     out.append("/* Overrides the CRT's weak default: runtime.SystemLib returns this module. */\n"
                f"const TVMModule* TVMSystemLibEntryPoint(void) {{\n  return &{prefix}_module;\n}}\n")
     return "\n".join(out).rstrip() + "\n"
+
+
+# --- link-time needs ----------------------------------------------------------------------------------------
+
+#: Every function of C99 <math.h> (7.12), in its double, float and long double forms. The classification
+#: macros (isnan, isinf, fpclassify, signbit, ...) and INFINITY/NAN/HUGE_VAL are left out: C99 makes them
+#: macros, resolved at compile time.
+_MATH_BASE = (
+    "acos asin atan atan2 cos sin tan acosh asinh atanh cosh sinh tanh exp exp2 expm1 frexp ilogb ldexp log "
+    "log10 log1p log2 logb modf scalbn scalbln cbrt fabs hypot pow sqrt erf erfc lgamma tgamma ceil floor "
+    "nearbyint rint lrint llrint round lround llround trunc fmod remainder remquo copysign nan nextafter "
+    "nexttoward fdim fmax fmin fma").split()
+MATH_FUNCTIONS: frozenset[str] = frozenset(f"{b}{s}" for b in _MATH_BASE for s in ("", "f", "l"))
+
+_C_COMMENT_OR_LITERAL = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+_CALL = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+
+
+def libm_functions(sources: Mapping[str, str]) -> tuple[str, ...]:
+    """The <math.h> functions the C `sources` (file name -> text) call, sorted: what must come from a libm
+    at link time (none: the code links without one). Comments and string literals are not code."""
+    found: set[str] = set()
+    for text in sources.values():
+        code = _C_COMMENT_OR_LITERAL.sub(" ", text)
+        found.update(name for name in _CALL.findall(code) if name in MATH_FUNCTIONS)
+    return tuple(sorted(found))

@@ -27,6 +27,9 @@ INTERFACE_APIS = ("packed", "c")
 WORKSPACES = ("static", "user")
 ROUNDINGS = ("single", "double")
 MLF_VERSION = 7
+#: The longest model name: it prefixes every generated symbol and file name (tvmgen_<name>_system_lib.c must
+#: stay a valid file name everywhere, and C99 promises only 63 significant characters in an identifier).
+MAX_MODEL_NAME = 40
 
 Progress = Callable[[str], None]
 
@@ -44,6 +47,9 @@ class CompileOptions:
     def validate(self) -> None:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.model_name):
             raise CompileError(f"model name {self.model_name!r} must be a C identifier ([A-Za-z_][A-Za-z0-9_]*)")
+        if len(self.model_name) > MAX_MODEL_NAME:
+            raise CompileError(f"model name {self.model_name[:20]!r}... is {len(self.model_name)} characters long; "
+                               f"at most {MAX_MODEL_NAME} (it prefixes every generated symbol and file name)")
         if self.executor not in EXECUTORS:
             raise CompileError(f"executor {self.executor!r} is not supported; choose one of {', '.join(EXECUTORS)}")
         if self.interface_api not in INTERFACE_APIS:
@@ -143,6 +149,22 @@ class CompiledModel:
     @property
     def header_name(self) -> str:
         return f"{self.prefix}.h"
+
+    @property
+    def libm_functions(self) -> tuple[str, ...]:
+        """The <math.h> functions the generated C calls (expf, tanhf, sqrtf, ...), sorted; empty when it links
+        without a libm. Recorded in metadata.json as `modules.<m>.utvm.libm_functions` (and, when not empty,
+        a `libm` entry of `external_dependencies`) and read from there, so a model loaded from an MLF carries
+        it; an archive written before utvm recorded it gets it from its sources."""
+        extra = self.metadata.get("modules", {}).get(self.model_name, {}).get("utvm", {})
+        if isinstance(extra, dict) and isinstance(extra.get("libm_functions"), list):
+            return tuple(str(f) for f in extra["libm_functions"])
+        return codegen.libm_functions(self.sources)
+
+    @property
+    def uses_libm(self) -> bool:
+        """True when a firmware linking the generated code must link a libm (`-lm`)."""
+        return bool(self.libm_functions)
 
     def write_sources(self, directory: Path) -> tuple[list[Path], Path]:
         """Write src/*.c and include/*.h under `directory`; returns (C files, include dir)."""
@@ -282,6 +304,16 @@ def build_metadata(opts: CompileOptions, iface: ModelInterface, plan: MemoryPlan
         return {x.name: {"size": x.size, "dtype": x.dtype, "shape": list(x.shape)} for x in xs}
 
     m = opts.model_name
+    libm = codegen.libm_functions(sources)
+    deps = [{
+        "short_name": "tvm_standalone_crt",
+        "url": "./runtime",
+        "url_type": "mlf_path",
+        "version_spec": utvm.__version__,
+    }]
+    if libm:  # the C library's <math.h> part: link -lm (newlib's libm on the boards, glibc's on the host)
+        deps.append({"short_name": "libm", "url": "-lm", "url_type": "system_library", "version_spec": "C99",
+                     "functions": list(libm)})
     return {
         "version": MLF_VERSION,
         "modules": {
@@ -305,12 +337,7 @@ def build_metadata(opts: CompileOptions, iface: ModelInterface, plan: MemoryPlan
                     },
                     "plan": plan.to_json(),
                 },
-                "external_dependencies": [{
-                    "short_name": "tvm_standalone_crt",
-                    "url": "./runtime",
-                    "url_type": "mlf_path",
-                    "version_spec": utvm.__version__,
-                }],
+                "external_dependencies": deps,
                 "utvm": {
                     "generator": f"utvm {utvm.__version__}",
                     "options": {
@@ -325,6 +352,7 @@ def build_metadata(opts: CompileOptions, iface: ModelInterface, plan: MemoryPlan
                     "inputs": [x.name for x in iface.inputs],
                     "outputs": [x.name for x in iface.outputs],
                     "sources": sorted(sources),
+                    "libm_functions": list(libm),
                     "header": f"tvmgen_{m}.h",
                     "run_function": f"tvmgen_{m}_run",
                     "main_function": f"tvmgen_{m}___tvm_main__",

@@ -355,6 +355,16 @@ def generate_deploy_project(
     return project
 
 
+def _libm_note(compiled: Any) -> str:
+    """What the README says about <math.h>: which functions the model calls, and that libm is linked."""
+    funcs = tuple(getattr(compiled, "libm_functions", ()))
+    linked = ("the Makefile links newlib's libm (`-lm`, always on the link line, so C you add to `src/` may "
+              "call <math.h> too; unused, it costs nothing)")
+    if funcs:
+        return f"- The model calls {', '.join(f'`{f}`' for f in funcs)} from <math.h>: {linked}."
+    return f"- The model calls no <math.h> function; {linked}."
+
+
 def _readme(compiled: Any, board: Board, with_rpc: bool) -> str:
     return f"""# {compiled.model_name} on {board.name}
 
@@ -369,6 +379,7 @@ Standalone firmware written by `utvm deploy` ({compiled.options.convention} conv
   output (integers in decimal, float32 as IEEE-754 bits in hex), the status and the stack high-water mark.
 - `codegen/host/` is the generated model (as in the Model Library Format); `board/` the startup code,
   UART, SysTick and semihosting; `crt/` the utvm C runtime, when this convention needs it.
+{_libm_note(compiled)}
 {"- Built with the RPC server: after printing, the firmware serves RPC on the UART." if with_rpc else ""}
 """
 

@@ -10,6 +10,12 @@ A project is a self-contained directory that builds with `make` alone (no Python
     crt/                   a copy of the utvm C runtime (its own Makefile builds the static libraries)
     codegen/host/          the compiled model (from a Model Library Format archive), when there is one
 
+Every project links the same toolchain libraries after its objects and the CRT archives: newlib's libm,
+newlib-nano's libc and libgcc (the Makefile's LDLIBS), like the host platform, which always links -lm. The
+generated code of a float model calls <math.h> functions (`CompiledModel.libm_functions`), and any model
+that runs on the host must link on every board, whichever firmware (RPC evaluation, `utvm deploy`,
+`utvm size`) carries it; static archives contribute only what is referenced, so unused libm costs nothing.
+
 `build_firmware(spec)` generates the project, builds it with make and caches the result by a hash of the
 whole project (plus the cross-compiler's version), so an unchanged firmware is never rebuilt.
 """
