@@ -41,11 +41,11 @@ def _detail(text: str) -> None:
 
 
 def main() -> int:
-    from utvm.cli.run import build_firmware, compare, run_on_device
     from utvm.compiler import compile
     from utvm.compiler.local import random_inputs
     from utvm.compiler.oracle import reference_outputs
     from utvm.errors import UtvmError
+    from utvm.evaluate import build_firmware, compare, run_on_device
     from utvm.frontend import load
     from utvm.mlf import export_model_library_format
     from utvm.platform import get_platform
@@ -96,7 +96,8 @@ def main() -> int:
         return 1
     exact = 0
     for i, (got, want) in enumerate(zip(results, refs, strict=True)):
-        bit_exact, max_err, _ok = compare(got, want)
+        verdict = compare(got, want)
+        bit_exact, max_err = verdict.bit_exact, verdict.max_abs_err
         exact += bit_exact
         scores = got[0].reshape(-1)
         top = int(np.argmax(scores))

@@ -114,6 +114,17 @@ class PlatformError(UtvmError):
     """A platform could not generate, build or start firmware."""
 
 
+class ArchiveError(ModelFormatError):
+    """An archive (Model Library Format tar or directory) that is malformed or unsafe to unpack: a member
+    outside the archive (absolute, `..`), a link or device node, or sizes over the limits; names the member."""
+
+
+# --- the command line -------------------------------------------------------------------------------------
+class UsageError(UtvmError):
+    """A command-line argument that cannot be used: a bad value, a missing or unreadable input file, an
+    output path that must not be written; the message names the option."""
+
+
 # --- runtime system (appended by the runtime; keep with its family above when merging) -------------------
 class DataTypeError(RuntimeSystemError, ValueError):
     """A data type string or DLDataType that is malformed or unsupported; the message names it."""

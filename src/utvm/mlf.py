@@ -33,9 +33,11 @@ import numpy as np
 from utvm.compiler.driver import CompiledModel, CompileOptions, OperatorInfo, TensorInfo
 from utvm.compiler.header import model_interface
 from utvm.compiler.lower import MemoryPlan
-from utvm.errors import ModelFormatError
+from utvm.errors import ArchiveError, CompileError, ModelFormatError
 from utvm.ir.graph import Graph
 from utvm.support import cc
+from utvm.support.archive import read_tar, read_tree, safe_file_name
+from utvm.support.files import write_file_atomic
 
 MLF_VERSION = 7
 _RUNTIME_PARTS = ("include", "src", "host", "templates", "Makefile", "MISRA.md")
@@ -97,41 +99,26 @@ def model_library_files(compiled: CompiledModel) -> dict[str, bytes]:
 
 
 def export_model_library_format(compiled: CompiledModel, path: str | os.PathLike) -> Path:
-    """Write `compiled` as a Model Library Format tar at `path`; returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".partial")
-    try:
-        with tarfile.open(tmp, "w") as tar:
+    """Write `compiled` as a Model Library Format tar at `path`; returns the path. The tar is written to a
+    temporary file beside it and renamed into place; an existing non-regular file (a device, FIFO,
+    directory or symbolic link) at `path` is refused (utvm.support.files)."""
+
+    def write(tmp: Path) -> None:
+        with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
             for arcname, data in model_library_files(compiled).items():
                 info = tarfile.TarInfo(arcname)
                 info.size = len(data)
                 info.mode = 0o644
                 tar.addfile(info, io.BytesIO(data))
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)  # never leave a half-written archive next to the target
-        raise
-    return path
+
+    return write_file_atomic(path, write, "MLF output")
 
 
 # --- reading -----------------------------------------------------------------------------------------------
 
 def _read_all(path: Path) -> dict[str, bytes]:
-    if path.is_dir():
-        return {f.relative_to(path).as_posix(): f.read_bytes() for f in path.rglob("*") if f.is_file()}
-    try:
-        with tarfile.open(path, "r") as tar:
-            out = {}
-            for member in tar.getmembers():
-                if member.isfile():
-                    f = tar.extractfile(member)
-                    assert f is not None
-                    out[member.name.removeprefix("./")] = f.read()
-            return out
-    except (tarfile.TarError, EOFError) as exc:
-        reason = str(exc).splitlines()[-1].removeprefix("- method tar: ")  # one line, not one per compression
-        raise ModelFormatError(f"{path}: not a Model Library Format tar ({reason})") from exc
+    """Every file of the archive (checked by utvm.support.archive before anything is read)."""
+    return read_tree(path) if path.is_dir() else read_tar(path, kind="Model Library Format tar")
 
 
 def load(path: str | os.PathLike) -> CompiledModel:
@@ -170,8 +157,17 @@ def load(path: str | os.PathLike) -> CompiledModel:
         header = extra["header"]
         log = [(p["name"], int(p["nodes"])) for p in extra["passes"]]
         constant_bytes = int(main["constants_size_bytes"])
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ModelFormatError(f"{path}: metadata.json lacks or garbles {exc} (not written by utvm?)") from exc
+    # Every name metadata.json gives is joined to directories later (firmware builds, deploy projects):
+    # each must be a plain file name, and the model name a C identifier of bounded length.
+    try:
+        opts.validate()
+    except CompileError as exc:
+        raise ArchiveError(f"{path}: metadata.json: {exc}") from exc
+    for name in source_names:
+        safe_file_name(name, f"{path}: metadata.json source")
+    safe_file_name(header, f"{path}: metadata.json header")
     if f"src/{m}.json" not in files:
         raise ModelFormatError(f"{path}: src/{m}.json (the model's IR) is missing")
     graph = Graph.from_json(files[f"src/{m}.json"])
@@ -193,6 +189,7 @@ def load(path: str | os.PathLike) -> CompiledModel:
     source_name = extra.get("source_model") or ""
     source_bytes = None
     if source_name:
+        safe_file_name(source_name, f"{path}: metadata.json source_model")
         if f"src/{source_name}" not in files:
             raise ModelFormatError(f"{path}: src/{source_name} is named in metadata.json but missing")
         source_bytes = files[f"src/{source_name}"]

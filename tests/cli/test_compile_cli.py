@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from utvm import mlf
-from utvm.cli import main
+from utvm.cli import EXIT_MODEL, EXIT_USAGE, main
 
 MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
 HELLO = MODELS / "tflm" / "hello_world_int8.tflite"
@@ -68,36 +68,38 @@ def test_dump_ir_prints_the_graph_after_every_pass(tmp_path: Path, capsys: pytes
 
 @pytest.mark.parametrize("argv, message", [
     (["--interface-api", "c"], "--interface-api c requires --unpacked-api"),
-    (["--model-name", "9lives"], "model name '9lives' must be a C identifier"),
+    (["--model-name", "9lives"], "argument --model-name: '9lives' is not a C identifier"),
+    (["--model-name", "m" * 300], "argument --model-name: the name is 300 characters long; at most 40"),
 ])
 def test_bad_flags_fail_with_the_reason(argv: list[str], message: str, tmp_path: Path,
                                         capsys: pytest.CaptureFixture) -> None:
-    assert main(["compile", str(HELLO), "-o", str(tmp_path / "x.tar"), "-q", *argv]) == 1
+    assert main(["compile", str(HELLO), "-o", str(tmp_path / "x.tar"), "-q", *argv]) == EXIT_USAGE
     assert message in capsys.readouterr().err
     assert not (tmp_path / "x.tar").exists()
 
 
 def test_bad_models_fail_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    assert main(["compile", str(tmp_path / "nope.tflite"), "-q"]) == 1
+    assert main(["compile", str(tmp_path / "nope.tflite"), "-q"]) == EXIT_USAGE
     assert "nope.tflite" in capsys.readouterr().err
     bad = tmp_path / "truncated.tflite"
     bad.write_bytes(HELLO.read_bytes()[:300])
-    assert main(["compile", str(bad), "-q"]) == 1
+    assert main(["compile", str(bad), "-q", "-o", str(tmp_path / "t.tar")]) == EXIT_MODEL
     assert "utvm compile: error:" in capsys.readouterr().err
 
 
 def test_unwritable_output_paths_fail_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    """-o under a regular file, or onto a directory: a one-line error naming the path, exit 1, no traceback
-    and no half-written archive left behind (root ignores permissions, so these are the portable cases)."""
+    """-o under a regular file, or onto a directory: refused before any work (exit 2) with a one-line error
+    naming the path, no traceback and no half-written archive left behind (root ignores permissions, so
+    these are the portable cases)."""
     a_file = tmp_path / "plain"
     a_file.write_text("x")
     a_dir = tmp_path / "adir"
     a_dir.mkdir()
-    for out, name in [(a_file / "x.tar", "plain"), (a_dir, "adir")]:
-        assert main(["compile", str(HELLO), "-o", str(out), "-q"]) == 1
+    for out, name, status in [(a_file / "x.tar", "plain", EXIT_USAGE), (a_dir, "adir", EXIT_USAGE)]:
+        assert main(["compile", str(HELLO), "-o", str(out), "-q"]) == status
         err = capsys.readouterr().err
         assert err.startswith("utvm compile: error: ") and err.count("\n") == 1 and name in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "plain"]
-    assert main(["build-device", "--platform", "host", "-o", str(a_file / "dev")]) == 1
+    assert main(["build-device", "--platform", "host", "-o", str(a_file / "dev")]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.startswith("utvm build-device: error: ") and "plain" in err, err

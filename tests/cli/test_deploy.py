@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from utvm.cli import main
+from utvm.cli import EXIT_USAGE, main
 from utvm.compiler import compile, export_model_library_format
 from utvm.frontend import load
 from utvm.platform.qemu.boards import get_board
@@ -97,9 +97,9 @@ def test_with_rpc_prints_then_serves_the_system_library(tmp_path: Path) -> None:
     elf = project / "build" / "firmware.elf"
     syms = symbols(elf)
     assert {"MicroTVMRpcServerInit", "TVMSystemLibEntryPoint", "tvmgen_default_run"} <= syms
-    from utvm.cli.run import _read_inputs
+    from utvm.evaluate import read_inputs
 
-    (sample,) = _read_inputs(compile(load(HELLO)), [], 1)  # what --seed 1 put in utvm_samples.h
+    (sample,) = read_inputs(compile(load(HELLO)), [], 1)  # what --seed 1 put in utvm_samples.h
     transport = QemuTransport(get_board("qemu-cortex-m3"), elf, first_bytes_timeout=10)
     text = transport.read_until(b"rpc\n", 10).decode()
     printed = parse_deploy_output(text).outputs["StatefulPartitionedCall:0"]
@@ -111,14 +111,14 @@ def test_with_rpc_prints_then_serves_the_system_library(tmp_path: Path) -> None:
 
 
 def test_deploy_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    assert main(["deploy", str(HELLO), "--platform", "host", "-o", str(tmp_path / "a")]) == 1
+    assert main(["deploy", str(HELLO), "--platform", "host", "-o", str(tmp_path / "a")]) == EXIT_USAGE
     assert "--platform 'host' has no standalone firmware" in capsys.readouterr().err
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "keep.txt").write_text("mine")
-    assert main(["deploy", str(HELLO), "-o", str(tmp_path / "full")]) == 1
-    assert "not an empty directory" in capsys.readouterr().err
+    assert main(["deploy", str(HELLO), "-o", str(tmp_path / "full")]) == EXIT_USAGE
+    assert "the directory is not empty" in capsys.readouterr().err
     assert (tmp_path / "full" / "keep.txt").read_text() == "mine"
-    assert main(["deploy", str(tmp_path / "nope.tflite"), "-o", str(tmp_path / "b")]) == 1
+    assert main(["deploy", str(tmp_path / "nope.tflite"), "-o", str(tmp_path / "b")]) == EXIT_USAGE
     assert "nope.tflite" in capsys.readouterr().err
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from utvm.cli import main
+from utvm.cli import EXIT_MODEL, main
 
 MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
 
@@ -47,11 +47,11 @@ def test_info_onnx(capsys: pytest.CaptureFixture[str]) -> None:
 def test_info_bad_model_reports_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "broken.tflite"
     bad.write_bytes((MODELS / "tflm/hello_world_int8.tflite").read_bytes()[:300])
-    assert main(["info", str(bad)]) == 1
+    assert main(["info", str(bad)]) == EXIT_MODEL
     assert "utvm info: error: truncated or corrupt TFLite flatbuffer" in capsys.readouterr().err
-    assert main(["info", str(MODELS / "mlperf_tiny/kws_ref_model_float32.tflite")]) == 1
+    assert main(["info", str(MODELS / "mlperf_tiny/kws_ref_model_float32.tflite")]) == EXIT_MODEL
     assert "hybrid model" in capsys.readouterr().err
     odd = tmp_path / "model.bin"
     odd.write_bytes(b"12345678")
-    assert main(["info", str(odd)]) == 1
+    assert main(["info", str(odd)]) == EXIT_MODEL
     assert "cannot tell the format" in capsys.readouterr().err

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from utvm.cli import main
+from utvm.cli import EXIT_USAGE, main
 from utvm.compiler import compile, export_model_library_format
 from utvm.compiler.local import LocalModel
 from utvm.frontend import load
@@ -72,12 +72,11 @@ def test_a_mismatch_exits_nonzero(capsys: pytest.CaptureFixture) -> None:
      "--input 'serving_default_dense_input:0' is given twice"),
 ])
 def test_bad_arguments_fail_with_the_reason(argv: list[str], message: str, capsys: pytest.CaptureFixture) -> None:
-    assert main(["run", str(HELLO), *argv]) == 1
+    assert main(["run", str(HELLO), *argv]) == EXIT_USAGE
     assert message in capsys.readouterr().err
 
 
 def test_input_of_the_wrong_shape_is_named(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     np.save(tmp_path / "x.npy", np.zeros((1, 2), np.int8))
-    assert main(["run", str(HELLO), "--input", f"serving_default_dense_input:0={tmp_path / 'x.npy'}"]) == 1
-    assert "input 'serving_default_dense_input:0' must be int8[1, 1], the file holds int8[1, 2]" in \
-        capsys.readouterr().err
+    assert main(["run", str(HELLO), "--input", f"serving_default_dense_input:0={tmp_path / 'x.npy'}"]) == EXIT_USAGE
+    assert "--input serving_default_dense_input:0: the model takes int8[1, 1], " in capsys.readouterr().err

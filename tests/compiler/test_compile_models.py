@@ -128,7 +128,7 @@ def _per_operator_reference(graph, compiled, inputs) -> dict[str, np.ndarray]:  
 
 @pytest.mark.parametrize("conv", CONVENTIONS)
 def test_model_over_rpc_on_the_host_device(case: tuple, conv: str) -> None:
-    from utvm.cli.run import build_firmware, run_on_device
+    from utvm.evaluate import build_firmware, run_on_device
     from utvm.platform import get_platform
 
     model, _path, graph, sets, refs = case

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from utvm.cli import EXIT_USAGE
 from utvm.cli import main as cli_main
 from utvm.errors import PlatformError, RemoteError
 from utvm.platform import available_platforms, get_platform, get_platform_class
@@ -78,11 +79,11 @@ def test_cli_writes_an_executable(device: Path) -> None:
 
 
 def test_cli_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli_main(["build-device", "--platform", "nope", "-o", str(tmp_path / "x")]) == 1
+    assert cli_main(["build-device", "--platform", "nope", "-o", str(tmp_path / "x")]) == EXIT_USAGE
     assert "unknown platform 'nope'" in capsys.readouterr().err
-    assert cli_main(["build-device", "--crt-config", "TVM_CRT_MAX_ARGS", "-o", str(tmp_path / "x")]) == 1
+    assert cli_main(["build-device", "--crt-config", "TVM_CRT_MAX_ARGS", "-o", str(tmp_path / "x")]) == EXIT_USAGE
     assert "NAME=VALUE" in capsys.readouterr().err
-    assert cli_main(["build-device", "--source", str(tmp_path / "missing.c"), "-o", str(tmp_path / "x")]) == 1
+    assert cli_main(["build-device", "--source", str(tmp_path / "missing.c"), "-o", str(tmp_path / "x")]) == EXIT_USAGE
     assert "missing.c" in capsys.readouterr().err
 
 

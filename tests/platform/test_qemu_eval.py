@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from utvm.cli import main
+from utvm.cli import EXIT_USAGE, main
 
 MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
 KWS = MODELS / "mlperf_tiny" / "kws_ref_model.tflite"
@@ -71,6 +71,6 @@ def test_profile_table_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def test_profile_needs_the_packed_convention(capsys: pytest.CaptureFixture) -> None:
     argv = ["run", str(HELLO), "--platform", "host", "--profile", "--unpacked-api", "--repeat", "1"]
-    assert main(argv) == 1
+    assert main(argv) == EXIT_USAGE
     err = capsys.readouterr().err
     assert "per-operator timing needs the packed convention" in err and "'unpacked'" in err

@@ -12,6 +12,7 @@ import argparse
 import time
 from pathlib import Path
 
+from utvm.cli import _args as A
 from utvm.cli._progress import progress_printer
 from utvm.compiler import memory
 
@@ -21,7 +22,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help="a .tflite or .onnx model")
     add_compile_options(p)
-    p.add_argument("-o", "--output", help="the MLF tar to write (default: <model stem>.tar)")
+    p.add_argument("-o", "--output", type=A.nonempty_path,
+                   help="the MLF tar to write (default: <model stem>.tar in the current directory)")
     p.add_argument("--dump-ir", action="store_true", help="print the graph after import and after every pass")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=run)
@@ -29,7 +31,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def add_compile_options(p: argparse.ArgumentParser) -> None:
     """The compile flags, shared with `utvm run` (which compiles when given a model)."""
-    p.add_argument("--model-name", default="default", help="prefix of every generated symbol (tvmgen_<name>_...)")
+    p.add_argument("--model-name", default="default", type=A.model_name,
+                   help="prefix of every generated symbol (tvmgen_<name>_...): a C identifier, at most 40 chars")
     p.add_argument("--executor", default="aot", choices=("aot",), help="executor (default: aot)")
     p.add_argument("--unpacked-api", action="store_true",
                    help="operators take raw pointers (no DLTensor/TVMValue in operator code)")
@@ -47,8 +50,17 @@ def add_compile_options(p: argparse.ArgumentParser) -> None:
 def compile_from_args(args: argparse.Namespace, model: Path, say=None):  # noqa: ANN001, ANN201
     """Import `model` and compile it with the flags in `args`; returns a CompiledModel."""
     from utvm.compiler import compile as compile_graph
+    from utvm.compiler.driver import CompileOptions
+    from utvm.errors import CompileError, UsageError
     from utvm.frontend import load
 
+    try:  # flags that cannot go together fail before any work, as a usage error
+        CompileOptions(args.model_name, args.executor, args.unpacked_api, args.interface_api, args.workspace,
+                       args.memory_planner, args.rounding).validate()
+    except CompileError as exc:
+        raise UsageError(str(exc)) from exc
+    if not model.is_file():
+        raise UsageError(f"{model}: no such model file" if not model.exists() else f"{model}: not a model file")
     say = say or (lambda _m: None)
     t0 = time.monotonic()
     say(f"importing {model}")
@@ -70,9 +82,10 @@ def compile_from_args(args: argparse.Namespace, model: Path, say=None):  # noqa:
 
 def run(args: argparse.Namespace) -> int:
     from utvm.mlf import export_model_library_format
+    from utvm.support.files import check_output_file
 
     model = Path(args.model)
-    out = Path(args.output) if args.output else Path(model.stem + ".tar")
+    out = check_output_file(args.output if args.output is not None else model.stem + ".tar", "-o")
     say = progress_printer(args.quiet)
 
     compiled = compile_from_args(args, model, say)

@@ -18,8 +18,9 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from utvm.cli import _args as A
 from utvm.cli._progress import progress_printer
-from utvm.errors import ArgumentError, PlatformError
+from utvm.errors import UsageError
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -28,13 +29,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("deploy", help="write a standalone firmware project for a board",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help="a .tflite/.onnx model or an MLF tar / directory")
-    p.add_argument("--platform", default="qemu-cortex-m4", help="the board (default: qemu-cortex-m4)")
-    p.add_argument("-o", "--output", required=True, help="directory of the project (created; must be empty)")
+    p.add_argument("--platform", default="qemu-cortex-m4", type=A.platform_name,
+                   help="the board (default: qemu-cortex-m4)")
+    p.add_argument("-o", "--output", required=True, type=A.nonempty_path,
+                   help="directory of the project (created; if it exists it must be an empty directory)")
     p.add_argument("--with-rpc", action="store_true",
                    help="also link the RPC server and the function registry (serves RPC after printing)")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                    help="a sample input from a .npy file (repeatable); others are random")
-    p.add_argument("--seed", type=int, help="seed of the random sample inputs (default: a fresh one, printed)")
+    p.add_argument("--seed", type=A.seed, help="seed of the random sample inputs (default: a fresh one, printed)")
     p.add_argument("--build", action="store_true", help="also run make in the project")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     add_compile_options(p)
@@ -46,30 +49,22 @@ def qemu_board_name(platform: str) -> str:
     from utvm.platform.qemu.boards import BOARDS
 
     if platform not in BOARDS:
-        raise ArgumentError(f"--platform {platform!r} has no standalone firmware; choose one of {', '.join(BOARDS)}")
+        raise UsageError(f"--platform {platform!r} has no standalone firmware; choose one of {', '.join(BOARDS)}")
     return platform
 
 
 def load_compiled(args: argparse.Namespace, say: Any) -> Any:
     """The CompiledModel of args.model: an MLF as is, a model compiled with the compile flags in args."""
-    from utvm import mlf
-    from utvm.cli.compile import compile_from_args
-    from utvm.cli.run import is_mlf
+    from utvm.cli.run import load_model_or_mlf
 
-    model = Path(args.model)
-    if not model.exists():
-        raise ArgumentError(f"{model}: no such model or MLF")
-    if is_mlf(model):
-        say(f"loading the Model Library Format archive {model}")
-        return mlf.load(model)
-    return compile_from_args(args, model, say)
+    return load_model_or_mlf(args, say)
 
 
 def sample_inputs(args: argparse.Namespace, compiled: Any, say: Any) -> tuple[list[Any], int]:
-    from utvm.cli.run import _read_inputs
+    from utvm.evaluate import read_inputs
 
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
-    inputs = _read_inputs(compiled, args.input, seed)
+    inputs = read_inputs(compiled, args.input, seed)
     if len(inputs) > len(args.input):
         say(f"{len(inputs) - len(args.input)} random sample input(s), seed {seed}")
     return inputs, seed
@@ -78,19 +73,22 @@ def sample_inputs(args: argparse.Namespace, compiled: Any, say: Any) -> tuple[li
 def run(args: argparse.Namespace) -> int:
     from utvm.platform.qemu.deploy import generate_deploy_project
     from utvm.platform.qemu.project import make
+    from utvm.support.files import check_output_dir, write_dir_atomic
 
     say = progress_printer(args.quiet)
 
     board = qemu_board_name(args.platform)
-    out = Path(args.output)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise PlatformError(f"-o {out}: exists and is not an empty directory")
+    out = check_output_dir(args.output, "-o")
     compiled = load_compiled(args, say)
     inputs, seed = sample_inputs(args, compiled, say)
     note = f"Random values (utvm deploy --seed {seed})" if not args.input else "From " + ", ".join(args.input)
     say(f"writing the {board} project ({compiled.options.convention} convention) to {out}")
-    generate_deploy_project(compiled, board, out, inputs, with_rpc=args.with_rpc, note=note)
-    if args.build:
+
+    def fill(tmp: Path) -> None:
+        generate_deploy_project(compiled, board, tmp, inputs, with_rpc=args.with_rpc, note=note)
+
+    write_dir_atomic(out, fill, "-o")
+    if args.build:  # in place: the build records absolute paths (the CRT's dependency files)
         say("building it (make)")
         make(out)
     print(f"wrote {out}: build with `make -C {out}`, run in QEMU with `make -C {out} run`")

@@ -7,12 +7,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 from utvm.ir.graph import Graph, Tensor
+from utvm.support import jsonout
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -93,5 +93,5 @@ def run(args: argparse.Namespace) -> int:
 
     graph = load(Path(args.model))
     s = summary(graph)
-    print(json.dumps(s, indent=1) if args.json else render(s))
+    print(jsonout.dumps(s, indent=1) if args.json else render(s))
     return 0

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from utvm.errors import ArgumentError
+from utvm.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def profile_operators(
     timings = []
     for op in compiled.operators:
         if mod.get_function(op.name, allow_missing=True) is None:
-            raise ArgumentError(
+            raise UsageError(
                 f"--profile: operator {op.name!r} is not in the system library; per-operator timing needs "
                 f"the packed convention (compile without --unpacked-api / --interface-api c); this model "
                 f"uses {compiled.options.convention!r}"

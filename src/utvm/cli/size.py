@@ -19,12 +19,13 @@ text, data, bss, total and max stack of each, with the savings against packed (t
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
+from utvm.cli import _args as A
 from utvm.cli._progress import progress_printer
-from utvm.errors import ArgumentError
+from utvm.errors import UsageError
+from utvm.support import jsonout
 
 CONVENTIONS = (
     ("packed", {"unpacked_api": False, "interface_api": "packed"}),
@@ -39,7 +40,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("size", help="flash/RAM/stack footprint of a model's firmware",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help="a .tflite/.onnx model or an MLF tar / directory")
-    p.add_argument("--platform", default="qemu-cortex-m4", help="the board (default: qemu-cortex-m4)")
+    p.add_argument("--platform", default="qemu-cortex-m4", type=A.platform_name,
+                   help="the board (default: qemu-cortex-m4)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--compare-conventions", action="store_true",
                    help="packed vs unpacked vs unpacked + C interface (compiles the model three times)")
@@ -102,7 +104,7 @@ def format_report(report: Any, model_name: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from utvm.cli.deploy import load_compiled, qemu_board_name
-    from utvm.cli.run import is_mlf
+    from utvm.evaluate import is_mlf
     from utvm.platform.qemu.footprint import firmware_report
 
     say = progress_printer(args.quiet)
@@ -113,13 +115,13 @@ def run(args: argparse.Namespace) -> int:
         say(f"building and measuring the {board} deploy firmware")
         report = firmware_report(compiled, board, measure=not args.no_run)
         if args.json:
-            print(json.dumps({"model": compiled.model_name, **report.to_json()}))
+            print(jsonout.dumps({"model": compiled.model_name, **report.to_json()}))
         else:
             print(format_report(report, compiled.model_name))
         return 0 if report.stack_consistent in (None, True) else 1
 
     if is_mlf(Path(args.model)):
-        raise ArgumentError("--compare-conventions compiles the model three times: give a .tflite/.onnx model, "
+        raise UsageError("--compare-conventions compiles the model three times: give a .tflite/.onnx model, "
                             "not an MLF")
     reports = []
     for label, flags in CONVENTIONS:
@@ -129,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
         say(f"building and measuring the {label} firmware")
         reports.append((label, compiled, firmware_report(compiled, board, measure=not args.no_run)))
     if args.json:
-        print(json.dumps({"model": reports[0][1].model_name, "board": board,
+        print(jsonout.dumps({"model": reports[0][1].model_name, "board": board,
                           "conventions": [{"convention": label, **r.to_json()} for label, _c, r in reports]}))
         return 0
     print(format_comparison(reports, board))

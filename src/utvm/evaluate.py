@@ -1,0 +1,240 @@
+"""Evaluating a compiled model on a device: the steps `utvm run`, the demo, the tuner and the tests share.
+
+    from utvm import evaluate
+    inputs = evaluate.read_inputs(compiled, {"input_1": "x.npy"}, seed=1)   # given + random inputs
+    firmware = evaluate.build_firmware(compiled, "host")                   # CRT + RPC server + the model
+    with get_platform("host").start(firmware) as session:
+        outputs, latency = evaluate.run_on_device(session, compiled, inputs, repeat=5)
+    refs, oracle = evaluate.reference(model_path, compiled, inputs)        # TFLite / onnxruntime / utvm
+    verdict = evaluate.compare(outputs, refs)                              # bit-exact / within tolerance
+
+Nothing here parses arguments or prints: errors are UtvmErrors naming the tensor, file or option at
+fault (`UsageError` for what the user gave: an input file that is not a .npy, a tensor of the wrong
+shape).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import stat
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from utvm.errors import UsageError
+
+FLOAT_TOLERANCE = 1e-5
+NPY_MAGIC = b"\x93NUMPY"
+ZIP_MAGIC = b"PK\x03\x04"
+#: An input file may be this much larger than its tensor's bytes (the .npy header).
+_NPY_HEADER_SLACK = 1 << 16
+
+
+def is_mlf(path: Path) -> bool:
+    """An MLF tar or an extracted MLF directory (else a model file)."""
+    return (path.is_dir() and (path / "metadata.json").exists()) or path.suffix == ".tar"
+
+
+# --- inputs -------------------------------------------------------------------------------------------------
+
+def load_npy(path: str | Path, expect_nbytes: int | None = None, what: str = "input") -> np.ndarray:
+    """One array from a .npy file, never unpickling; a .npz, a pickle, text or a file far larger than
+    `expect_nbytes` is refused with a UsageError naming the file."""
+    p = Path(path)
+    try:
+        st = p.stat()
+        if not stat.S_ISREG(st.st_mode):  # a FIFO would block, a device never end
+            raise UsageError(f"{what}: {str(p)!r} is not a regular file")
+        size = st.st_size
+        with p.open("rb") as f:
+            head = f.read(len(NPY_MAGIC))
+            if head[:4] == ZIP_MAGIC:
+                raise UsageError(f"{what}: {str(p)!r} is a .npz archive; give each tensor as its own .npy file "
+                                 "(numpy.save)")
+            if head != NPY_MAGIC:
+                raise UsageError(f"{what}: {str(p)!r} is not a .npy file (it does not start with the NumPy "
+                                 "magic \\x93NUMPY); write it with numpy.save")
+            if expect_nbytes is not None and size > expect_nbytes + _NPY_HEADER_SLACK:
+                raise UsageError(f"{what}: {str(p)!r} holds {size:,} bytes, far more than the tensor's "
+                                 f"{expect_nbytes:,}")
+            f.seek(0)
+            arr = np.load(f, allow_pickle=False)
+    except UsageError:
+        raise
+    except (OSError, ValueError, EOFError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0]
+        if "allow_pickle" in reason or "pickle" in reason:
+            reason = "it holds Python objects (an object array), not numbers"
+        raise UsageError(f"{what}: cannot read {str(p)!r}: {reason}") from exc
+    if not isinstance(arr, np.ndarray):
+        raise UsageError(f"{what}: {str(p)!r} does not hold one array")
+    return arr
+
+
+def split_input_spec(spec: str, names: Sequence[str]) -> tuple[str, str]:
+    """`NAME=FILE` -> (NAME, FILE), where NAME is one of the model's input `names` (which may contain '=':
+    the longest name followed by '=' wins)."""
+    matches = [n for n in names if spec.startswith(n + "=")]
+    if matches:
+        name = max(matches, key=len)
+        return name, spec[len(name) + 1:]
+    name, sep, file = spec.partition("=")
+    if not sep or not name or not file:
+        raise UsageError(f"--input {spec!r}: expected NAME=FILE.npy")
+    raise UsageError(f"--input {name!r}: the model has no such input; inputs: {', '.join(names)}")
+
+
+def read_inputs(compiled: Any, given: Mapping[str, str | Path] | Sequence[str], seed: int) -> list[np.ndarray]:
+    """The model's inputs in order: those in `given` (name -> .npy path, or `NAME=FILE` strings as on the
+    command line) loaded and checked against the model's shape and dtype, the rest random from `seed`
+    (integers over the dtype's range, floats ~ N(0, 1))."""
+    from utvm.compiler.local import random_inputs
+
+    iface = compiled.interface
+    names = [x.name for x in iface.inputs]
+    if isinstance(given, Mapping):
+        pairs = [(str(k), str(v)) for k, v in given.items()]
+    else:
+        pairs = [split_input_spec(spec, names) for spec in given]
+    files: dict[str, str] = {}
+    for name, file in pairs:
+        if name not in names:
+            raise UsageError(f"--input {name!r}: the model has no such input; inputs: {', '.join(names)}")
+        if name in files:  # else one would be dropped silently (and the random-input count go wrong)
+            raise UsageError(f"--input {name!r} is given twice")
+        files[name] = file
+    rand = random_inputs(compiled, np.random.default_rng(seed))
+    out = []
+    for x, r in zip(iface.inputs, rand, strict=True):
+        if x.name in files:
+            a = load_npy(files[x.name], r.nbytes, f"--input {x.name}")
+            if str(a.dtype) != x.dtype or tuple(a.shape) != x.shape:
+                raise UsageError(f"--input {x.name}: the model takes {x.dtype}{list(x.shape)}, "
+                                 f"{files[x.name]!r} holds {a.dtype}{list(a.shape)}")
+        else:
+            a = r
+        out.append(np.ascontiguousarray(a))
+    return out
+
+
+# --- firmware and the device --------------------------------------------------------------------------------
+
+def firmware_sources(compiled: Any) -> list[Path]:
+    """The model's generated C and header in one content-addressed directory (so firmware builds cache);
+    the header sits beside the sources, on the include path of platforms that add each source's folder."""
+    from utvm.support import cc
+    from utvm.support.archive import safe_file_name
+
+    blob = json.dumps([sorted(compiled.sources.items()), sorted(compiled.includes.items())]).encode()
+    key = hashlib.sha256(blob).hexdigest()[:20]
+    d = cc.cache_dir() / "model-src" / f"{compiled.prefix}-{key}"
+    files = {safe_file_name(name, "generated file"): text for name, text in {**compiled.sources,
+                                                                              **compiled.includes}.items()}
+    if not d.exists():
+        d.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (d / name).write_text(text)
+    return sorted(d / name for name in compiled.sources)
+
+
+def build_firmware(compiled: Any, platform: str = "host", **build_kwargs: Any) -> Path:
+    """Evaluation firmware for `compiled`: CRT + RPC server + the model as the system library."""
+    from utvm.platform import get_platform
+
+    return get_platform(platform).build(with_test_functions=False, system_lib_sources=firmware_sources(compiled),
+                                        **build_kwargs)
+
+
+def run_on_device(session: Any, compiled: Any, inputs: Sequence[np.ndarray], repeat: int = 0
+                  ) -> tuple[list[np.ndarray], float | None]:
+    """Upload `inputs`, call the model's packed run function from the system library, download the
+    outputs; with repeat > 0 also time it (median seconds per call over `repeat` measurements)."""
+    mod = session.system_lib()
+    run = mod.get_function(compiled.run_function)
+    ins = [session.array(np.ascontiguousarray(a)) for a in inputs]
+    outs = [session.empty(o.shape, o.dtype) for o in compiled.interface.outputs]
+    try:
+        run(*ins, *outs)
+        results = [o.numpy() for o in outs]
+        latency = None
+        if repeat > 0:
+            timer = session.time_evaluator(compiled.run_function, module=mod, number=1, repeat=repeat,
+                                           min_repeat_ms=1)
+            latency = float(np.median(timer(*ins, *outs)))
+    finally:
+        for a in (*ins, *outs):
+            a.free()
+    return results, latency
+
+
+# --- checking -----------------------------------------------------------------------------------------------
+
+def reference(model: Path | None, compiled: Any, inputs: Sequence[np.ndarray]) -> tuple[list[np.ndarray], str]:
+    """The reference outputs and which interpreter produced them: the model file's own (TFLite reference
+    kernels, onnxruntime), else the one an MLF keeps under src/, else utvm's reference semantics."""
+    source: Path | bytes | None = None
+    kind = ""
+    if model is not None and not is_mlf(model):
+        from utvm.frontend import model_kind
+
+        source, kind = model, model_kind(model)
+    elif getattr(compiled, "source_model_bytes", None) is not None:
+        source = compiled.source_model_bytes
+        kind = "onnx" if compiled.source_model_name.lower().endswith(".onnx") else "tflite"
+    if source is not None:
+        from utvm.compiler.oracle import reference_outputs
+
+        (outs,) = reference_outputs(source, [list(inputs)], kind=kind)
+        return outs, "TFLite reference kernels (ai-edge-litert)" if kind == "tflite" else "onnxruntime"
+    from utvm.ir import run_reference
+
+    res = run_reference(compiled.graph, dict(zip(compiled.graph.inputs, inputs, strict=True)),
+                        rounding=compiled.options.rounding)
+    return [res[name] for name in compiled.graph.outputs], "utvm reference semantics"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How outputs compare with the reference. NaN equals NaN (at the same place, in both), an infinity
+    equals the same infinity; `max_abs_err` is over the finite values both have, and inf where one side
+    has a NaN or infinity the other lacks (or a shape differs)."""
+
+    bit_exact: bool
+    max_abs_err: float
+    ok: bool
+
+
+def compare(outputs: Sequence[np.ndarray], refs: Sequence[np.ndarray]) -> Verdict:
+    """int outputs must be bit-exact, float ones within FLOAT_TOLERANCE relative to the reference's
+    magnitude; NaN-aware (see Verdict)."""
+    bit_exact, max_err, ok = True, 0.0, True
+    for got, want in zip(outputs, refs, strict=True):
+        got, want = np.asarray(got), np.asarray(want)
+        if got.shape != want.shape:
+            return Verdict(False, math.inf, False)
+        if got.dtype.kind == "f" or want.dtype.kind == "f":
+            g, w = got.astype(np.float64), want.astype(np.float64)
+            special = ~np.isfinite(g) | ~np.isfinite(w)
+            same_special = np.isnan(g) & np.isnan(w) | (g == w) & special
+            if np.any(special & ~same_special):
+                return Verdict(False, math.inf, False)
+            finite = ~special
+            err = float(np.abs(g[finite] - w[finite]).max()) if finite.any() else 0.0
+            max_err = max(max_err, err)
+            if not np.array_equal(got, want.astype(got.dtype), equal_nan=True):
+                bit_exact = False
+            magnitude = float(np.abs(w[finite]).max()) if finite.any() else 1.0
+            ok &= err <= FLOAT_TOLERANCE * max(1.0, magnitude)
+        else:
+            diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+            err = float(diff.max()) if diff.size else 0.0
+            max_err = max(max_err, err)
+            if not np.array_equal(got, want.astype(got.dtype)):
+                bit_exact = False
+            ok &= err == 0.0
+    return Verdict(bit_exact, max_err, bool(ok))

@@ -1,0 +1,134 @@
+"""Writing the files a user names (`-o`, `--profile-plot`, ...) without ever damaging what is there.
+
+Every output goes through here:
+
+- `check_output_file(path, option)`: the path is not empty, and if something exists there it is a
+  regular file (a directory, device node, FIFO, socket or symbolic link is refused: replacing `/dev/full`
+  with a regular file, or a FIFO another program reads, or the target of a link, is never what the user
+  meant). One line, naming the option and the path.
+- `write_file_atomic(path, write, option)`: the content is written to a temporary file in the target's
+  directory (`write(tmp_path)`), then renamed over the target in one step, so a reader never sees a
+  half-written file and an interrupted or failed write leaves the old file as it was.
+- `check_output_dir(path, option)` / `write_dir_atomic(path, fill, option)`: the same for a directory
+  output (a project): it must not exist or be an empty real directory; it is filled in a temporary sibling
+  directory and renamed into place.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from utvm.errors import UsageError
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISLNK, "a symbolic link"),
+)
+
+
+def _kind(mode: int) -> str:
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _as_path(path: str | os.PathLike[str] | None, option: str) -> Path:
+    text = os.fspath(path) if path is not None else ""
+    if not text or not text.strip():
+        raise UsageError(f"{option}: the path is empty")
+    if "\0" in text:
+        raise UsageError(f"{option} {text!r}: the path contains a NUL byte")
+    return Path(text)
+
+
+def check_output_file(path: str | os.PathLike[str] | None, option: str = "-o") -> Path:
+    """`path` as a Path if it may be written as a regular file (see the module docstring)."""
+    p = _as_path(path, option)
+    try:
+        st = p.lstat()
+    except FileNotFoundError:
+        return p
+    except OSError as exc:
+        raise UsageError(f"{option} {p}: cannot be examined ({exc.strerror or exc})") from exc
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"{option} {p}: is {_kind(st.st_mode)}, not a regular file; refusing to replace it")
+    return p
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_file_atomic(path: str | os.PathLike[str], write: Callable[[Path], None] | bytes, option: str = "-o",
+                      mode: int = 0o666) -> Path:
+    """Write a file through a temporary sibling and a rename; `write` is bytes or a callable that writes the
+    temporary path. Parent directories are created. Returns the path."""
+    p = check_output_file(path, option)
+    parent = p.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=parent, prefix=f".{p.name[:64]}.", suffix=".partial")
+    tmp = Path(tmp_name)
+    try:
+        if isinstance(write, bytes | bytearray | memoryview):
+            with os.fdopen(fd, "wb") as f:
+                f.write(write)
+        else:
+            os.close(fd)
+            write(tmp)
+        os.chmod(tmp, mode & ~_umask())  # as open() would have made it, not mkstemp's 0600
+        check_output_file(p, option)  # nothing non-regular appeared there in the meantime
+        os.replace(tmp, p)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return p
+
+
+def check_output_dir(path: str | os.PathLike[str] | None, option: str = "-o") -> Path:
+    """`path` as a Path if a directory may be created there: it does not exist, or is an empty real
+    directory (a symbolic link, a file or a non-empty directory is refused)."""
+    p = _as_path(path, option)
+    try:
+        st = p.lstat()
+    except FileNotFoundError:
+        return p
+    except OSError as exc:
+        raise UsageError(f"{option} {p}: cannot be examined ({exc.strerror or exc})") from exc
+    if not stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"{option} {p}: is {_kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else 'a file'}, "
+                         "not a directory; give a new or empty directory")
+    if any(p.iterdir()):
+        raise UsageError(f"{option} {p}: the directory is not empty; give a new or empty directory")
+    return p
+
+
+def write_dir_atomic(path: str | os.PathLike[str], fill: Callable[[Path], None], option: str = "-o") -> Path:
+    """Create directory `path` by filling a temporary sibling (`fill(tmp_dir)`) and renaming it into place;
+    on any failure nothing is left behind. Returns the path."""
+    p = check_output_dir(path, option)
+    parent = p.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{p.name[:64]}.", suffix=".partial"))
+    try:
+        fill(tmp)
+        os.chmod(tmp, 0o777 & ~_umask())
+        check_output_dir(p, option)
+        if p.exists():
+            p.rmdir()  # empty (checked): replaced by the filled one
+        os.replace(tmp, p)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return p
