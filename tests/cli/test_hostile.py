@@ -220,6 +220,65 @@ def test_a_fifo_given_as_the_model_is_refused_not_waited_on(name: str, status: i
     assert "not a" in one_line_error(capsys.readouterr().err, "run")
 
 
+def _corrupt_xz(raw: bytes) -> bytes:
+    import lzma
+
+    data = bytearray(lzma.compress(raw))
+    data[len(data) // 2] ^= 0xFF
+    return bytes(data)
+
+
+@pytest.mark.parametrize("case", ["xz-corrupt", "gzip-corrupt", "bzip2-corrupt", "legacy-lzma-4gib-dictionary",
+                                  "gzip-bomb", "xz-bomb", "bzip2-bomb", "truncated-gzip"])
+def test_compressed_archives_are_inflated_safely(case: str, hello_files: dict[str, bytes], tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture) -> None:
+    """Compressed MLF tars are inflated by utvm under the size limits, never by tarfile's guessing (which
+    tries the legacy .lzma format too): corrupt streams and bombs are one-line errors."""
+    import bz2
+    import gzip
+    import lzma
+
+    raw = _write_tar(tmp_path / "ok.tar", hello_files).read_bytes()
+    bomb = io.BytesIO()
+    with tarfile.open(fileobj=bomb, mode="w") as t:
+        info = tarfile.TarInfo("metadata.json")
+        info.size = 1 << 31  # declares 2 GiB of zeros
+        t.addfile(info)
+    zeros = bytes(64 << 20)  # what the bombs inflate to (and more: each is refused long before)
+
+    def flip(data: bytes) -> bytes:
+        d = bytearray(data)
+        d[len(d) // 2] ^= 0xFF
+        return bytes(d)
+
+    data = {
+        "xz-corrupt": lambda: _corrupt_xz(raw),
+        "gzip-corrupt": lambda: flip(gzip.compress(raw)),
+        "bzip2-corrupt": lambda: flip(bz2.compress(raw)),
+        "legacy-lzma-4gib-dictionary": lambda: b"\x5d" + b"\xff" * 12 + bytes(64),
+        "gzip-bomb": lambda: gzip.compress(bomb.getvalue()[:512] + zeros),
+        "xz-bomb": lambda: lzma.compress(bomb.getvalue()[:512] + zeros),
+        "bzip2-bomb": lambda: bz2.compress(bomb.getvalue()[:512] + zeros),
+        "truncated-gzip": lambda: gzip.compress(raw)[:200],
+    }[case]()
+    tar = tmp_path / "crafted.tar"
+    tar.write_bytes(data)
+    limits = ArchiveLimits(max_total_bytes=8 << 20)
+    with pytest.raises(ArchiveError, match="crafted.tar"):
+        read_tar(tar, limits)
+    assert main(["run", str(tar), "--platform", "host", "-q"]) == EXIT_MODEL
+    one_line_error(capsys.readouterr().err, "run")
+
+
+@pytest.mark.parametrize("compress", ["gzip", "bz2", "lzma"])
+def test_compressed_archives_still_load(compress: str, hello_files: dict[str, bytes], tmp_path: Path) -> None:
+    import importlib
+
+    raw = _write_tar(tmp_path / "ok.tar", hello_files).read_bytes()
+    (tmp_path / "ok.tar.z").write_bytes(importlib.import_module(compress).compress(raw))
+    assert sorted(read_tar(tmp_path / "ok.tar.z")) == sorted(hello_files)
+
+
 def test_a_valid_archive_still_loads(hello_files: dict[str, bytes], tmp_path: Path) -> None:
     tar = _write_tar(tmp_path / "ok.tar", hello_files)
     assert mlf.load(tar).model_name == "hello"

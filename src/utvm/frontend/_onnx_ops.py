@@ -14,7 +14,18 @@ from typing import Any
 import numpy as np
 
 from utvm.errors import ModelFormatError, UnsupportedModelError
-from utvm.frontend._onnx_state import TO_NCHW, TO_NHWC, Ctx, Importer, Value, contig
+from utvm.frontend._onnx_state import (
+    ELEM_TYPES,
+    TO_NCHW,
+    TO_NHWC,
+    Ctx,
+    Importer,
+    Value,
+    contig,
+    elem_type_name,
+    refuse_external,
+    to_array,
+)
 from utvm.ir.graph import Node
 
 _FLOAT = ("float32",)
@@ -34,7 +45,7 @@ def _check_dtype(ctx: Ctx, v: Value, allowed: Sequence[str]) -> None:
 
 
 def _axis(ctx: Ctx, axis: int, rank: int) -> int:
-    if not -rank <= axis < max(rank, 1):
+    if not -rank <= axis < rank:  # a rank-0 tensor has no axis
         raise ModelFormatError(f"{ctx.label}: axis {axis} is out of range for rank {rank}")
     return axis + rank if axis < 0 else axis
 
@@ -83,6 +94,16 @@ def _out_size(in_size: int, pad_b: int, pad_e: int, k_eff: int, stride: int, cei
     if (out - 1) * stride >= in_size + pad_b:  # the last window would start in the end padding
         out -= 1
     return out
+
+
+def _check_window(ctx: Ctx, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int]) -> None:
+    """kernel_shape, strides and dilations of a 2-D conv/pool: two values each, all at least 1."""
+    if len(kernel) != 2 or len(strides) != 2 or len(dilations) != 2:
+        raise ModelFormatError(f"{ctx.label}: kernel_shape {list(kernel)}, strides {list(strides)} and dilations "
+                               f"{list(dilations)} must have 2 values each for a 2-D op")
+    if min(kernel) < 1 or min(strides) < 1 or min(dilations) < 1:
+        raise ModelFormatError(f"{ctx.label}: kernel_shape {list(kernel)}, strides {list(strides)} and dilations "
+                               f"{list(dilations)} must be at least 1")
 
 
 def _spatial_2d(ctx: Ctx, x: Value, kind: str) -> None:
@@ -220,6 +241,7 @@ def _op_conv(imp: Importer, ctx: Ctx) -> None:
     if tuple(kernel) != (kh, kw) or len(strides) != 2 or len(dil) != 2:
         raise ModelFormatError(f"{ctx.label}: kernel_shape/strides/dilations do not match the 2-D weight "
                                f"{w.name!r} {list(w.shape)}")
+    _check_window(ctx, kernel, strides, dil)
     if group < 1 or c % group or o % group or cg != c // group:
         raise ModelFormatError(f"{ctx.label}: group={group} does not fit input channels {c} and weight "
                                f"{w.name!r} {list(w.shape)}")
@@ -263,6 +285,7 @@ def _op_pool(imp: Importer, ctx: Ctx) -> None:
     strides = ctx.ints("strides", (1, 1))
     dil = ctx.ints("dilations", (1, 1))
     assert strides is not None and dil is not None
+    _check_window(ctx, kernel, strides, dil)
     pads = _spatial_pads(ctx, (h, w), kernel, strides, dil)
     keff = [(kernel[i] - 1) * dil[i] + 1 for i in range(2)]
     ceil_mode = bool(ctx.attr("ceil_mode", 0)) and ctx.attr("auto_pad", "NOTSET") in ("NOTSET", "VALID")
@@ -377,7 +400,7 @@ def _op_reshape(imp: Importer, ctx: Ctx) -> None:
     if ctx.opset < 5:
         spec: np.ndarray | None = np.array(ctx.ints("shape", ()), dtype=np.int64)
     else:
-        spec = imp.const_input(ctx, 1, "shape")
+        spec = imp.const_input(ctx, 1, "shape", integer=True)
     if spec is None:
         raise ModelFormatError(f"{ctx.label}: Reshape needs a shape")
     _reshape_to(imp, ctx, x, _reshape_shape(ctx, x.shape, spec, bool(ctx.attr("allowzero", 0))))
@@ -398,7 +421,7 @@ def _op_flatten(imp: Importer, ctx: Ctx) -> None:
 def _axes_input(imp: Importer, ctx: Ctx, opset_moved: int) -> tuple[int, ...] | None:
     if ctx.opset < opset_moved:
         return ctx.ints("axes")
-    axes = imp.const_input(ctx, 1, "axes")
+    axes = imp.const_input(ctx, 1, "axes", integer=True)
     return None if axes is None else tuple(int(a) for a in axes.reshape(-1))
 
 
@@ -461,6 +484,8 @@ def _op_concat(imp: Importer, ctx: Ctx) -> None:
             raise ModelFormatError(f"{ctx.label}: inputs {vals[0].name!r} and {v.name!r} differ in dtype "
                                    "or rank")
     rank = len(vals[0].shape)
+    if rank == 0:
+        raise ModelFormatError(f"{ctx.label}: cannot concatenate rank-0 tensors ({vals[0].name!r})")
     axis = _axis(ctx, int(ctx.attr("axis", 0)), rank)
     for v in vals:
         if any(d != e for i, (d, e) in enumerate(zip(v.shape, vals[0].shape, strict=True)) if i != axis):
@@ -561,7 +586,7 @@ def _op_matmul(imp: Importer, ctx: Ctx) -> None:
     _check_dtype(ctx, b, _FLOAT)
     shape = _matmul_shape(ctx, a.shape, b.shape)
     if b.const is not None and len(b.shape) in (1, 2):
-        w = b.const.reshape(b.shape[0], -1).T  # [N, K]
+        w = b.const.reshape(b.shape[0], math.prod(b.shape[1:])).T  # [N, K] (no -1: b may be empty)
         _dense(imp, ctx, a, w, None, ctx.outputs[0], shape)
         return
     inputs = [imp.canonical(a, ctx), imp.canonical(b, ctx)]
@@ -642,13 +667,13 @@ def _op_pad(imp: Importer, ctx: Ctx) -> None:
         value = float(ctx.attr("value", 0.0))
         axes = list(range(rank))
     else:
-        p = imp.const_input(ctx, 1, "pads")
+        p = imp.const_input(ctx, 1, "pads", integer=True)
         if p is None:
             raise ModelFormatError(f"{ctx.label}: Pad needs pads")
         pads_l = [int(v) for v in p.reshape(-1)]
         cv = imp.const_input(ctx, 2, "constant_value")
         value = float(cv.reshape(())) if cv is not None and cv.size == 1 else 0.0
-        ax = imp.const_input(ctx, 3, "axes")
+        ax = imp.const_input(ctx, 3, "axes", integer=True)
         axes = list(range(rank)) if ax is None else [_axis(ctx, int(a), rank) for a in ax.reshape(-1)]
     if len(pads_l) != 2 * len(axes):
         raise ModelFormatError(f"{ctx.label}: pads {pads_l} must have 2 values per padded axis "
@@ -696,11 +721,16 @@ def _op_reduce_mean(imp: Importer, ctx: Ctx) -> None:
 
 
 def _op_constant(imp: Importer, ctx: Ctx) -> None:
-    import onnx.numpy_helper as nh
-
     a = ctx.attrs
     if "value" in a:
-        data = nh.to_array(a["value"])
+        t = a["value"]
+        if t.data_type not in ELEM_TYPES:
+            raise UnsupportedModelError(f"{ctx.label}: Constant value has unsupported element type "
+                                        f"{elem_type_name(t.data_type)}")
+        refuse_external(t, f"{ctx.label}: Constant value")
+        imp.account(ctx.outputs[0], tuple(t.dims), ELEM_TYPES[t.data_type])  # before decoding it
+        imp.define_const(ctx.outputs[0], to_array(t, f"{ctx.label}: Constant value"), counted=True)
+        return
     elif "value_float" in a:
         data = np.array(a["value_float"], dtype=np.float32)
     elif "value_floats" in a:
@@ -766,7 +796,8 @@ def _fold_concat(imp: Importer, ctx: Ctx, xs: list[np.ndarray]) -> np.ndarray:
 
 def _fold_unsqueeze(imp: Importer, ctx: Ctx, xs: list[np.ndarray]) -> np.ndarray:
     axes = ctx.ints("axes") if ctx.opset < 13 else tuple(int(a) for a in xs[1].reshape(-1))
-    return np.expand_dims(xs[0], tuple(axes or ()))
+    rank = xs[0].ndim + len(axes or ())
+    return np.expand_dims(xs[0], tuple(_axis(ctx, a, rank) for a in axes or ()))  # numpy: int overflow
 
 
 def _fold_squeeze(imp: Importer, ctx: Ctx, xs: list[np.ndarray]) -> np.ndarray:
@@ -774,13 +805,19 @@ def _fold_squeeze(imp: Importer, ctx: Ctx, xs: list[np.ndarray]) -> np.ndarray:
         axes = ctx.ints("axes")
     else:
         axes = tuple(int(a) for a in xs[1].reshape(-1)) if len(xs) > 1 else None
+    if axes is not None:
+        axes = tuple(_axis(ctx, a, xs[0].ndim) for a in axes)
     return np.squeeze(xs[0], axis=axes)
 
 
 def _fold_flatten(imp: Importer, ctx: Ctx, xs: list[np.ndarray]) -> np.ndarray:
+    rank = xs[0].ndim
     axis = int(ctx.attr("axis", 1))
-    axis = axis + xs[0].ndim if axis < 0 else axis
-    return xs[0].reshape(math.prod(xs[0].shape[:axis]), -1)
+    if not -rank <= axis <= rank:
+        raise ModelFormatError(f"{ctx.label}: axis {axis} is out of range for rank {rank}")
+    axis = axis + rank if axis < 0 else axis
+    # both extents explicit: numpy cannot infer a -1 for an empty array
+    return xs[0].reshape(math.prod(xs[0].shape[:axis]), math.prod(xs[0].shape[axis:]))
 
 
 def _fold_arith(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
@@ -813,6 +850,29 @@ _FOLDERS: dict[str, Callable[[Importer, Ctx, list[np.ndarray]], np.ndarray]] = {
 }
 
 
+# folds whose result is checked against utvm.limits before numpy makes it: those that can be larger than
+# every input, and Reshape (a target like [0, 2**62] is empty, but no shape the generated C can index)
+_CHECKED_FIRST = ("Add", "Sub", "Mul", "Sum", "Concat", "Reshape")
+
+
+def _fold_shape(ctx: Ctx, xs: list[np.ndarray]) -> tuple[int, ...] | None:
+    """The shape a checked-first fold will produce (None: let the folder report the inconsistency)."""
+    try:
+        if ctx.op == "Concat":
+            if xs[0].ndim == 0:
+                return None  # numpy refuses to concatenate scalars, naming the problem
+            axis = _axis(ctx, int(ctx.attr("axis", 0)), xs[0].ndim)
+            shape = list(xs[0].shape)
+            shape[axis] = sum(int(x.shape[axis]) if x.ndim == xs[0].ndim else 0 for x in xs)
+            return tuple(shape)
+        if ctx.op == "Reshape":
+            spec = xs[1] if ctx.opset >= 5 else np.array(ctx.ints("shape", ()), dtype=np.int64)
+            return _reshape_shape(ctx, xs[0].shape, spec, bool(ctx.attr("allowzero", 0)))
+        return tuple(int(d) for d in np.broadcast_shapes(*(x.shape for x in xs)))
+    except (ValueError, IndexError, TypeError, OverflowError):
+        return None
+
+
 def try_fold(imp: Importer, ctx: Ctx) -> bool:
     folder = _FOLDERS.get(ctx.op)
     if folder is None or len(ctx.outputs) != 1:
@@ -820,12 +880,31 @@ def try_fold(imp: Importer, ctx: Ctx) -> bool:
     vals = [imp.values.get(n) if n else None for n in ctx.inputs]
     if not vals or any(v is None or v.const is None for v in vals):
         return False
+    xs = [v.const for v in vals if v is not None and v.const is not None]
+    moved = {"Reshape": 5, "Unsqueeze": 13, "Squeeze": 13}  # the opset from which input 1 holds shape/axes
+    if ctx.op in moved and ctx.opset >= moved[ctx.op] and len(xs) > 1 and xs[1].dtype.kind not in "iu":
+        raise ModelFormatError(f"{ctx.label}: input 1 ({'shape' if ctx.op == 'Reshape' else 'axes'}) "
+                               f"{ctx.inputs[1]!r} must be an integer tensor, not {xs[1].dtype}")
+    counted = False
+    if ctx.op in _CHECKED_FIRST:  # check the result's size before numpy computes it
+        if ctx.op in ("Add", "Sub", "Mul", "Sum") and any(x.dtype != np.float32 for x in xs):
+            return False  # integer constant arithmetic: leave to the op check
+        if ctx.op == "Concat" and any(x.dtype != xs[0].dtype for x in xs):
+            return False  # mixed dtypes: the op check names them
+        shape = _fold_shape(ctx, xs)
+        if shape is not None:
+            imp.account(ctx.outputs[0], shape, str(xs[0].dtype))
+            counted = True
     try:
-        data = folder(imp, ctx, [v.const for v in vals if v is not None and v.const is not None])
+        data = folder(imp, ctx, xs)
     except _NoFold:
         return False
     except (ValueError, IndexError, TypeError) as exc:
         raise ModelFormatError(f"{ctx.label}: cannot evaluate on its constant inputs: {exc}") from None
-    imp.define_const(ctx.outputs[0], np.asarray(data))
+    data = np.asarray(data)
+    if counted and ctx.op == "Concat" and data.shape != shape:
+        raise ModelFormatError(f"{ctx.label}: concatenation of constants came out {list(data.shape)}, "
+                               f"expected {list(shape)}")
+    imp.define_const(ctx.outputs[0], data, counted=counted)
     return True
 

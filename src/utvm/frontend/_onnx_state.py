@@ -3,6 +3,10 @@
 An ONNX value (`Value`) is held in up to two IR tensors: its canonical (ONNX, NCHW) form, named like the
 ONNX value, and for 4-D values an NHWC form (`<name>_nhwc`), each made on first use. `Importer.canonical`
 and `Importer.nhwc` return a form, emitting one layout change (or transposing a constant) when needed.
+
+Every tensor goes through `Importer.tally` (`utvm.limits`): IR tensors when they are added, constant values
+when they are defined, and (by the callers) initializers, Constant nodes and folded constants *before*
+their data is decoded or computed. `Importer.where` names what is being imported for those errors.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from utvm import limits
 from utvm.errors import GraphError, ModelFormatError, UnsupportedModelError
 from utvm.ir.graph import Node, Quantization, Tensor
 
@@ -93,6 +98,12 @@ class Importer:
         self.values: dict[str, Value] = {}
         self.reserved: set[str] = set()
         self.freeze = dict(freeze)
+        self.tally = limits.Tally(model="the ONNX model")
+        self.where = ""  # "initializer", "graph input", the label of the node being imported, ...
+
+    def account(self, name: str, shape: Sequence[int], dtype: str) -> None:
+        """Check a tensor about to be made against utvm.limits and add it to the model's total."""
+        self.tally.add(name, shape, dtype, self.where)
 
     # --- naming and emission ------------------------------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -102,7 +113,11 @@ class Importer:
         self.reserved.add(name)
         return name
 
-    def add_tensor(self, name: str, shape: Sequence[int], dtype: str, data: np.ndarray | None = None) -> str:
+    def add_tensor(self, name: str, shape: Sequence[int], dtype: str, data: np.ndarray | None = None, *,
+                   counted: bool = False) -> str:
+        """Add an IR tensor; `counted`: its data is a constant value already accounted for."""
+        if not counted:
+            self.account(name, shape, dtype)
         # a plain ONNX int8 tensor is exactly an int8 tensor with the identity quantization (real == q)
         quant = INT8_IDENTITY if dtype == "int8" else None
         try:
@@ -145,7 +160,7 @@ class Importer:
         if v.nchw is None:
             name = v.name if v.name not in self.tensors else self.fresh(v.name)
             if v.const is not None:
-                self.add_tensor(name, v.shape, v.dtype, contig(v.const))
+                self.add_tensor(name, v.shape, v.dtype, contig(v.const), counted=True)
             else:
                 assert v.nhwc is not None
                 self.transpose(ctx, v.nhwc, name, v.shape, v.dtype, TO_NCHW, f"/{v.name}_to_nchw")
@@ -180,10 +195,13 @@ class Importer:
         self.add_tensor(v.nchw, shape, dtype)
         return v, v.nchw
 
-    def define_const(self, onnx_name: str, data: np.ndarray) -> None:
+    def define_const(self, onnx_name: str, data: np.ndarray, *, counted: bool = False) -> None:
+        """A constant ONNX value; `counted`: the caller accounted for it before making `data`."""
         dtype = str(data.dtype)
         if dtype not in ELEM_TYPES.values():
             raise UnsupportedModelError(f"constant {onnx_name!r} has unsupported dtype {dtype}")
+        if not counted:
+            self.account(onnx_name, data.shape, dtype)
         self.values[onnx_name] = Value(onnx_name, tuple(data.shape), dtype, const=data)
 
     def new_node(self, ctx: Ctx, op: str, inputs: Sequence[str], out: str, shape: Sequence[int], dtype: str,
@@ -206,7 +224,8 @@ class Importer:
             raise ModelFormatError(f"{ctx.label}: input {ctx.inputs[i]!r} is not defined before use"
                                    ) from None
 
-    def const_input(self, ctx: Ctx, i: int, what: str) -> np.ndarray | None:
+    def const_input(self, ctx: Ctx, i: int, what: str, integer: bool = False) -> np.ndarray | None:
+        """Constant input `i` (None if absent); `integer`: it must hold integers (axes, shapes, pads)."""
         v = self.value(ctx, i, required=False)
         if v is None:
             return None
@@ -215,6 +234,9 @@ class Importer:
                 f"{ctx.label}: input {i} ({what}) {v.name!r} must be a constant (an initializer or a "
                 "Constant node); dynamic values are not supported (freeze it with "
                 "from_onnx(..., freeze={name: array}))")
+        if integer and v.const.dtype.kind not in "iu":
+            raise ModelFormatError(f"{ctx.label}: input {i} ({what}) {v.name!r} must be an integer tensor, not "
+                                   f"{v.const.dtype}")
         return v.const
 
 
@@ -224,3 +246,26 @@ def default_opset(model: Any) -> int:
             return int(imp.version)
     return 1 if model.opset_import else 0
 
+
+def refuse_external(t: Any, what: str) -> None:
+    from onnx import TensorProto
+
+    if t.data_location == TensorProto.EXTERNAL:
+        loc = next((e.value for e in t.external_data if e.key == "location"), "?")
+        raise ModelFormatError(f"{what} {t.name!r} keeps its data in the external file {loc!r}; external data "
+                               "is read only for a model loaded from its path")
+
+
+def to_array(t: Any, what: str) -> np.ndarray:
+    """The data of TensorProto `t` (already checked against the limits) as an array of its declared shape."""
+    import onnx.numpy_helper as nh
+
+    try:
+        data = np.asarray(nh.to_array(t))
+    except Exception as exc:
+        raise ModelFormatError(f"{what} {t.name!r} cannot be decoded: {type(exc).__name__}: "
+                               f"{str(exc)[:200]}") from None
+    if tuple(data.shape) != tuple(t.dims):
+        raise ModelFormatError(f"{what} {t.name!r} decodes to shape {list(data.shape)}, declared "
+                               f"{limits.format_shape(t.dims)}")
+    return data

@@ -17,6 +17,13 @@ The canonical form of ONNX value `v` is the IR tensor named `v`; the NHWC form g
 (`v_nhwc`). Identity and inference-mode Dropout are aliases. Ops whose inputs are all constant are
 evaluated at import (e.g. mnist's Reshape of a weight). Every problem is reported as a
 `utvm.errors.ModelError` naming the node or tensor at fault; no exception from inside `onnx` escapes.
+
+Sizes: every tensor (graph inputs, initializers, Constant nodes, node outputs, folded constants, the
+layout copies) is checked against `utvm.limits` with the shape the import infers for it, and summed
+against the host memory budget, *before* its data is decoded or computed; the imported graph is checked
+once more. External data is read only for a model loaded from a path, after the initializers' declared
+sizes passed that check; a model given as bytes or a ModelProto that still points at external files is
+refused (reading files named by the model relative to the working directory is not what a caller expects).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from utvm import limits
 from utvm.errors import (
     GraphError,
     ModelError,
@@ -35,7 +43,16 @@ from utvm.errors import (
     UnsupportedOperatorError,
 )
 from utvm.frontend._onnx_ops import HANDLERS, SUPPORTED_OPS, try_fold
-from utvm.frontend._onnx_state import ELEM_TYPES, TO_NCHW, Ctx, Importer, Value, elem_type_name
+from utvm.frontend._onnx_state import (
+    ELEM_TYPES,
+    TO_NCHW,
+    Ctx,
+    Importer,
+    Value,
+    elem_type_name,
+    refuse_external,
+    to_array,
+)
 from utvm.ir.graph import Graph
 
 __all__ = ["SUPPORTED_OPS", "from_onnx"]
@@ -60,12 +77,45 @@ def _load(path_or_model: Any) -> Any:
         kind = type(path_or_model).__name__
         raise TypeError(f"from_onnx takes a path, bytes or an onnx.ModelProto, not {kind}")
     try:
-        if where:
-            return onnx.load_model(path)
-        return onnx.load_model_from_string(bytes(path_or_model))
-    except Exception as exc:  # protobuf's DecodeError, missing external data, ...
+        if not where:
+            return onnx.load_model_from_string(bytes(path_or_model))
+        model = onnx.load_model(path, load_external_data=False)
+    except Exception as exc:  # protobuf's DecodeError, ...
         raise ModelFormatError(f"cannot parse ONNX model{where}: truncated or corrupt ({type(exc).__name__}: "
                                f"{str(exc)[:200]})") from None
+    _load_external_data(model, path)
+    return model
+
+
+def _external_tensors(model: Any) -> list[Any]:
+    """The initializers and Constant-node tensors of the main graph that keep their data in a file."""
+    from onnx import AttributeProto, TensorProto
+
+    out = [t for t in model.graph.initializer if t.data_location == TensorProto.EXTERNAL]
+    for node in model.graph.node:
+        out += [a.t for a in node.attribute
+                if a.type == AttributeProto.TENSOR and a.t.data_location == TensorProto.EXTERNAL]
+    return out
+
+
+def _load_external_data(model: Any, path: str) -> None:
+    """Read the external data of a model loaded from `path`, once its declared sizes are within limits."""
+    external = _external_tensors(model)
+    if not external:
+        return
+    from onnx.external_data_helper import load_external_data_for_tensor
+
+    tally = limits.Tally(model=f"ONNX model {path!r}")
+    for t in external:
+        dtype = ELEM_TYPES.get(t.data_type) or elem_type_name(t.data_type).lower()
+        tally.add(t.name, tuple(t.dims), dtype, "external data")
+    base = os.path.dirname(os.path.abspath(path))
+    for t in external:
+        try:
+            load_external_data_for_tensor(t, base)
+        except Exception as exc:  # missing file, outside the model's directory, out of bounds, ...
+            raise ModelFormatError(f"ONNX model {path!r}: cannot read the external data of tensor {t.name!r}: "
+                                   f"{type(exc).__name__}: {str(exc)[:200]}") from None
 
 
 def _pin_shapes(model: Any, shapes: Mapping[str, Sequence[int]]) -> Any:
@@ -87,6 +137,28 @@ def _pin_shapes(model: Any, shapes: Mapping[str, Sequence[int]]) -> Any:
     return pinned
 
 
+def _check_text(g: Any) -> None:
+    """Every name the import uses is text: protobuf hands a string field that is not UTF-8 over as bytes."""
+    def check(value: Any, where: str) -> None:
+        if isinstance(value, bytes):
+            raise ModelFormatError(f"{where} {value[:60]!r} is not UTF-8 text")
+
+    check(g.name, "the graph name")
+    for kind, items in (("graph input", g.input), ("graph output", g.output), ("initializer", g.initializer)):
+        for i, item in enumerate(items):
+            check(item.name, f"{kind} {i}: the name")
+    for index, node in enumerate(g.node):
+        where = f"node {index}"
+        for field in ("name", "op_type", "domain"):
+            check(getattr(node, field), f"{where}: the {field}")
+        for k, name in enumerate(node.input):
+            check(name, f"{where}: input {k}")
+        for k, name in enumerate(node.output):
+            check(name, f"{where}: output {k}")
+        for a in node.attribute:
+            check(a.name, f"{where}: an attribute name")
+
+
 def _validate(model: Any) -> None:
     """Structure, operators and graph inputs first (errors that name the culprit), then onnx's checker."""
     import onnx
@@ -94,6 +166,7 @@ def _validate(model: Any) -> None:
     if not model.HasField("graph") or not model.graph.output:
         raise ModelFormatError("not an ONNX model: no graph with outputs (truncated or corrupt file?)")
     g = model.graph
+    _check_text(g)
     for index, node in enumerate(g.node):  # unsupported operators first: the most useful message
         if _op_name(node) not in HANDLERS:
             raise UnsupportedOperatorError(_op_name(node), index, SUPPORTED_OPS)
@@ -101,6 +174,17 @@ def _validate(model: Any) -> None:
     for vi in g.input:
         if vi.name not in consts:
             _static_shape(vi, "input")
+    for t in _external_tensors(model):  # a model loaded from its path has its external data read already
+        refuse_external(t, "initializer" if t in g.initializer else "Constant value")
+    for t in g.initializer:  # declared sizes before onnx's checker compares them with the data
+        if t.data_type in ELEM_TYPES:
+            limits.check_tensor(t.name, tuple(t.dims), ELEM_TYPES[t.data_type], what="initializer")
+    for index, node in enumerate(g.node):
+        for a in node.attribute:
+            if a.HasField("t") and a.t.data_type in ELEM_TYPES:
+                what = f"node {index} ({_op_name(node)}) attribute {a.name!r}"
+                limits.check_tensor(node.output[0] if node.output else a.t.name, tuple(a.t.dims),
+                                    ELEM_TYPES[a.t.data_type], what=what)
     for vi in g.output:
         if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
             raise ModelFormatError(f"graph output {vi.name!r} has no shape (ONNX requires one on graph "
@@ -133,6 +217,7 @@ def _static_shape(vi: Any, what: str) -> tuple[int, ...]:
                 "supported: "
                 "re-export with static shapes or pin them with from_onnx(..., shapes={name: shape})")
         dims.append(int(d.dim_value))
+    limits.check_tensor(vi.name, dims, ELEM_TYPES[tt.elem_type], what=f"graph {what}")
     return tuple(dims)
 
 
@@ -143,7 +228,6 @@ def _op_name(node: Any) -> str:
 
 def _import(model: Any, freeze: Mapping[str, np.ndarray], pinned: bool) -> Graph:
     import onnx
-    import onnx.numpy_helper as nh
 
     imp = Importer(model, freeze)
     g = model.graph
@@ -155,16 +239,17 @@ def _import(model: Any, freeze: Mapping[str, np.ndarray], pinned: bool) -> Graph
         if name:
             imp.reserved.add(name)
 
+    imp.where = "initializer"
     for t in g.initializer:
         if t.data_type not in ELEM_TYPES:
             raise UnsupportedModelError(
                 f"initializer {t.name!r} has unsupported element type {elem_type_name(t.data_type)}")
-        try:
-            data = nh.to_array(t)
-        except Exception as exc:
-            raise ModelFormatError(f"initializer {t.name!r} cannot be decoded: {exc}") from None
-        imp.define_const(t.name, np.asarray(data))
+        refuse_external(t, "initializer")
+        imp.account(t.name, tuple(t.dims), ELEM_TYPES[t.data_type])  # before decoding anything
+        data = to_array(t, "initializer")
+        imp.define_const(t.name, data, counted=True)
     graph_inputs: list[str] = []
+    imp.where = "graph input"
     for vi in g.input:
         if vi.name in imp.values:  # IR < 4 lists initializers as inputs too
             continue
@@ -188,12 +273,19 @@ def _import(model: Any, freeze: Mapping[str, np.ndarray], pinned: bool) -> Graph
     for index, node in enumerate(g.node):
         op = _op_name(node)
         ctx = Ctx(index, op, node.name, list(node.input), list(node.output), {}, imp.opset)
+        imp.where = ctx.label
         for a in node.attribute:
             try:
                 v = onnx.helper.get_attribute_value(a)
             except Exception as exc:
                 raise ModelFormatError(f"{ctx.label}: attribute {a.name!r} cannot be read: {exc}") from None
-            ctx.attrs[a.name] = v.decode() if isinstance(v, bytes) else v
+            if isinstance(v, bytes):
+                try:
+                    v = v.decode()
+                except UnicodeDecodeError as exc:
+                    raise ModelFormatError(f"{ctx.label}: attribute {a.name!r} is not UTF-8 text (byte "
+                                           f"{exc.start}: {v[exc.start:exc.start + 1]!r})") from None
+            ctx.attrs[a.name] = v
         if not ctx.outputs or not ctx.outputs[0]:
             raise ModelFormatError(f"{ctx.label}: has no output")
         for n in ctx.inputs:
@@ -209,6 +301,7 @@ def _import(model: Any, freeze: Mapping[str, np.ndarray], pinned: bool) -> Graph
 
     outputs: list[str] = []
     out_ctx = Ctx(len(g.node), "output", "", [], [], {}, imp.opset)
+    imp.where = "graph output"
     for vi in g.output:
         v = imp.values.get(vi.name)
         if v is None:
@@ -237,7 +330,9 @@ def _import(model: Any, freeze: Mapping[str, np.ndarray], pinned: bool) -> Graph
                 "producer": f"{model.producer_name} {model.producer_version}".strip()}
     graph = Graph(imp.tensors, tuple(imp.nodes), tuple(graph_inputs), tuple(outputs), g.name or "onnx_model",
                   metadata)
-    return graph.with_nodes(graph.nodes)
+    graph = graph.with_nodes(graph.nodes)
+    limits.check_graph(graph)
+    return graph
 
 
 def from_onnx(path_or_model: Any, *, freeze: Mapping[str, np.ndarray] | None = None,

@@ -13,6 +13,10 @@ What the import decides, documented here once:
   than one scale; float tensors drop any quantization parameters the converter left on them;
 * shapes must be static. A `shape_signature` with -1 in the batch dimension (axis 0) is imported with
   batch 1 (the stored shape); -1 anywhere else raises UnsupportedModelError naming the tensor;
+* every tensor of the subgraph (used or not) is checked against `utvm.limits` (elements, bytes, rank,
+  the host memory budget, alone and summed) before any conversion, and the imported graph again (it
+  may add reshapes): a model declaring a tensor the generated C cannot index, or the host cannot hold,
+  is refused with an UnsupportedModelError naming the tensor, its shape and the limit;
 * SAME/VALID padding becomes explicit (top, left, bottom, right) with TFLite's rule (the extra odd pixel
   goes at the bottom/right); fused activations become the `activation` attribute. TANH and SIGN_BIT as
   fused activations are refused: TFLite's kernels silently ignore them;
@@ -38,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from utvm import limits
 from utvm.errors import GraphError, ModelFormatError, UnsupportedModelError, UnsupportedOperatorError
 from utvm.ir.graph import Graph, Node, Quantization, Tensor
 
@@ -246,6 +251,25 @@ class _Importer:
             seen.add(n)
             self.names[t.index] = n
 
+    def check_limits(self) -> None:
+        """Every tensor of the subgraph against utvm.limits, before anything is converted or allocated."""
+        raw = self.raw
+        tally = limits.Tally(model=f"TFLite model {self.name!r}")
+        ins, outs = set(raw.inputs), set(raw.outputs)
+        for t in raw.tensors:
+            name = self.names[t.index]
+            _check_static(t, name)
+            if t.index in ins:
+                what = "graph input"
+            elif t.index in outs:
+                what = "graph output"
+            elif 0 < t.buffer < len(raw.buffers) and raw.buffers[t.buffer]:
+                what = "constant"
+            else:
+                what = "intermediate"
+            dtype = _TYPES.get(t.type) or _TYPE_NAMES.get(t.type, f"type{t.type}").lower()
+            tally.add(name, t.shape, dtype, f"{what} (index {t.index})")
+
     # tensors ----------------------------------------------------------------------------------------------
     def tname(self, index: int, what: str) -> str:
         if index < 0:
@@ -269,13 +293,7 @@ class _Importer:
         if t.is_variable:
             raise UnsupportedModelError(f"tensor {name!r} (index {t.index}) is a variable; stateful models are "
                                         "not supported")
-        if any(d < 0 for d in t.shape):
-            raise UnsupportedModelError(f"tensor {name!r} has a dynamic shape {list(t.shape)}")
-        if t.signature is not None and len(t.signature) == len(t.shape):
-            dyn = [i for i, d in enumerate(t.signature) if d < 0]
-            if any(i != 0 for i in dyn):
-                raise UnsupportedModelError(f"tensor {name!r} has a dynamic shape: shape_signature "
-                                            f"{list(t.signature)} (only a dynamic batch, axis 0, is imported, as 1)")
+        _check_static(t, name)
         dtype = _TYPES[t.type]
         quant = None
         if t.scale and dtype != "float32":
@@ -292,7 +310,7 @@ class _Importer:
         if 0 < t.buffer < len(self.raw.buffers) and self.raw.buffers[t.buffer]:
             raw = self.raw.buffers[t.buffer]
             np_dt = np.dtype(dtype).newbyteorder("<")
-            n = int(np.prod(t.shape, dtype=np.int64))
+            n = limits.tensor_size(t.shape, dtype)[0]  # exact: check_limits bounded it already
             if len(raw) != n * np_dt.itemsize:
                 raise ModelFormatError(f"tensor {name!r}: buffer {t.buffer} holds {len(raw)} bytes, shape "
                                        f"{list(t.shape)} of {dtype} needs {n * np_dt.itemsize}")
@@ -316,6 +334,14 @@ class _Importer:
         if not name or t is None or t.data is None:
             raise UnsupportedModelError(f"operator {self.op_index}: {what} {name!r} must be a constant")
         return t.data
+
+    def const_ints(self, index: int, what: str) -> np.ndarray:
+        """A constant integer input (axes, permutations, paddings)."""
+        data = self.const(index, what)
+        if data.dtype.kind not in "iu":
+            raise ModelFormatError(f"operator {self.op_index}: {what} {self.names[index]!r} must be an integer "
+                                   f"tensor, not {data.dtype}")
+        return data
 
     def emit(self, op: str, inputs: list[str], outputs: list[str], **attrs: Any) -> None:
         self.nodes.append(Node(op, tuple(inputs), tuple(outputs), attrs, outputs[0] if outputs else ""))
@@ -365,6 +391,31 @@ class _Importer:
                 "fully int8 or the float32 model")
 
 
+def _check_static(t: _RawTensor, name: str) -> None:
+    if any(d < 0 for d in t.shape):
+        raise UnsupportedModelError(f"tensor {name!r} has a dynamic shape {limits.format_shape(t.shape)}")
+    if t.signature is not None and len(t.signature) == len(t.shape):
+        dyn = [i for i, d in enumerate(t.signature) if d < 0]
+        if any(i != 0 for i in dyn):
+            raise UnsupportedModelError(f"tensor {name!r} has a dynamic shape: shape_signature "
+                                        f"{limits.format_shape(t.signature)} (only a dynamic batch, axis 0, "
+                                        "is imported, as 1)")
+
+
+def _check_window(op: _RawOp, padding: int, strides: tuple[int, int], dilation: tuple[int, int],
+                  window: tuple[int, int], what: str) -> None:
+    """The padding mode, strides, dilations and window size of a conv/pool before any arithmetic on them."""
+    label = f"operator {op.index} ({op.code})"
+    if padding not in (0, 1):
+        raise ModelFormatError(f"{label} has unknown padding {padding} (0: SAME, 1: VALID)")
+    if min(strides) < 1:
+        raise ModelFormatError(f"{label} has strides {list(strides)}; strides must be >= 1")
+    if min(dilation) < 1:
+        raise ModelFormatError(f"{label} has dilation factors {list(dilation)}; they must be >= 1")
+    if min(window) < 1:
+        raise ModelFormatError(f"{label}: the {what} is {window[0]}x{window[1]}; it must be at least 1x1")
+
+
 def _arity(imp: _Importer, op: _RawOp, ins: list[str], lo: int, hi: int) -> None:
     if not lo <= len(ins) <= hi:
         raise ModelFormatError(f"operator {op.index} ({op.code}) has {len(ins)} inputs; expected {lo}..{hi}")
@@ -383,6 +434,7 @@ def _conv(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
     o = op.options
     strides = (int(o["stride_h"]), int(o["stride_w"]))
     dilation = (int(o.get("dilation_h", 1)) or 1, int(o.get("dilation_w", 1)) or 1)
+    _check_window(op, int(o["padding"]), strides, dilation, (w.shape[1], w.shape[2]), "filter")
     pad = tflite_padding(int(o["padding"]), (x.shape[1], x.shape[2]), (w.shape[1], w.shape[2]), strides, dilation)
     bias = ins[2] if len(ins) > 2 else ""
     act = imp.activation(op)
@@ -429,6 +481,7 @@ def _pool(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
     o = op.options
     pool = (int(o["filter_h"]), int(o["filter_w"]))
     strides = (int(o["stride_h"]), int(o["stride_w"]))
+    _check_window(op, int(o["padding"]), strides, (1, 1), pool, "filter")
     pad = tflite_padding(int(o["padding"]), (x.shape[1], x.shape[2]), pool, strides, (1, 1))
     kind = "avg_pool2d" if op.code == "AVERAGE_POOL_2D" else "max_pool2d"
     extra = {"count_include_pad": False} if kind == "avg_pool2d" else {}
@@ -461,7 +514,7 @@ def _softmax(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> Non
 
 def _pad(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
     _arity(imp, op, ins, 2, 3)
-    pads = imp.const(op.inputs[1], "paddings")
+    pads = imp.const_ints(op.inputs[1], "paddings")
     x = imp.tensors[ins[0]]
     if pads.shape != (len(x.shape), 2):
         raise ModelFormatError(f"operator {op.index} ({op.code}): paddings shape {list(pads.shape)} does not fit "
@@ -469,7 +522,11 @@ def _pad(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
     y = imp.tensors[outs[0]]
     value: float | int = 0.0
     if len(ins) > 2 and ins[2]:
-        value = imp.const(op.inputs[2], "constant_values").ravel()[0].item()
+        values = imp.const(op.inputs[2], "constant_values")
+        if values.size != 1:
+            raise ModelFormatError(f"operator {op.index} ({op.code}): constant_values {ins[2]!r} has "
+                                   f"{values.size} elements; it must be a scalar")
+        value = values.ravel()[0].item()
     elif y.dtype != "float32":
         value = y.quant.zero_point[0] if y.quant is not None else 0
     imp.emit("pad", [ins[0]], outs, pads=tuple((int(a), int(b)) for a, b in pads), value=value)
@@ -477,7 +534,7 @@ def _pad(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
 
 def _mean(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
     _arity(imp, op, ins, 2, 2)
-    axes = tuple(int(a) for a in imp.const(op.inputs[1], "axis").ravel())
+    axes = tuple(int(a) for a in imp.const_ints(op.inputs[1], "axis").ravel())
     imp.emit("mean", [ins[0]], outs, axes=axes, keepdims=bool(op.options.get("keep_dims", False)))
 
 
@@ -492,7 +549,7 @@ def _concat(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None
 
 def _transpose(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
     _arity(imp, op, ins, 2, 2)
-    perm = tuple(int(p) for p in imp.const(op.inputs[1], "perm").ravel())
+    perm = tuple(int(p) for p in imp.const_ints(op.inputs[1], "perm").ravel())
     imp.emit("transpose", [ins[0]], outs, perm=perm)
 
 
@@ -548,7 +605,10 @@ def from_tflite(model: str | os.PathLike | bytes | bytearray | memoryview, *, na
             raise ModelFormatError(f"cannot read TFLite model {str(path)!r}: {exc.strerror or exc}") from exc
         gname = name or _sanitize(path.stem)
     raw = _read(buf)
-    graph = _Importer(raw, gname).run()
+    importer = _Importer(raw, gname)
+    importer.check_limits()
+    graph = importer.run()
+    limits.check_graph(graph)
     from utvm.ir.verify import verify
 
     try:

@@ -53,7 +53,15 @@ class Quantization:
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> Quantization:
-        return Quantization(tuple(float(s) for s in d["scale"]), tuple(int(z) for z in d["zero_point"]), d.get("axis"))
+        d = _json_obj(d, "quantization")
+        scale, zp, axis = d.get("scale"), d.get("zero_point"), d.get("axis")
+        if (not isinstance(scale, list) or not all(isinstance(s, int | float) and not isinstance(s, bool)
+                                                   for s in scale)
+                or not isinstance(zp, list) or not all(type(z) is int for z in zp)
+                or not (axis is None or type(axis) is int)):
+            raise _malformed(f"quantization {json.dumps(d)[:200]}: needs a list of numbers 'scale', "
+                                   "a list of integers 'zero_point' and an integer or null 'axis'")
+        return Quantization(tuple(float(s) for s in scale), tuple(zp), axis)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -119,13 +127,63 @@ class Tensor:
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> Tensor:
-        shape = tuple(int(x) for x in d["shape"])
+        where = f"tensor {d.get('name')!r}" if isinstance(d, Mapping) else "tensor"
+        d = _json_obj(d, where)
+        name, dtype, shape = _json_str(d, "name", where), _json_str(d, "dtype", where), _json_shape(d, where)
+        if dtype not in DTYPES:
+            raise GraphError(f"tensor {name!r}: unsupported dtype {dtype!r} (supported: {', '.join(DTYPES)})")
         data = None
         if "data" in d:
-            raw = base64.b64decode(d["data"])
-            data = np.frombuffer(raw, dtype=np.dtype(d["dtype"]).newbyteorder("<")).astype(d["dtype"]).reshape(shape)
-        quant = Quantization.from_json(d["quant"]) if d.get("quant") else None
-        return Tensor(d["name"], shape, d["dtype"], quant, data)
+            if not isinstance(d["data"], str):
+                raise _malformed(f"{where}: 'data' must be a base64 string")
+            np_dt = np.dtype(dtype).newbyteorder("<")
+            n = 1
+            for dim in shape:
+                n *= dim
+            if len(d["data"]) > 4 * (-(-n * np_dt.itemsize // 3)) + 4:  # before decoding it
+                raise _malformed(f"{where}: data of {len(d['data'])} base64 characters is more than shape "
+                                       f"{list(shape)} of {dtype} holds")
+            try:
+                raw = base64.b64decode(d["data"], validate=True)
+            except ValueError as exc:
+                raise _malformed(f"{where}: 'data' is not base64 ({exc})") from None
+            if len(raw) != n * np_dt.itemsize:
+                raise _malformed(f"{where}: data holds {len(raw)} bytes, shape {list(shape)} of {dtype} "
+                                       f"needs {n * np_dt.itemsize}")
+            data = np.frombuffer(raw, dtype=np_dt).astype(dtype).reshape(shape)
+        quant = Quantization.from_json(_json_obj(d["quant"], f"{where} quant")) if d.get("quant") else None
+        return Tensor(name, shape, dtype, quant, data)
+
+
+def _malformed(msg: str) -> ModelFormatError:
+    return ModelFormatError(f"malformed IR JSON: {msg}")
+
+
+def _json_obj(v: Any, where: str) -> dict[str, Any]:
+    if not isinstance(v, dict):
+        raise _malformed(f"{where} is a JSON {type(v).__name__}, not an object")
+    return v
+
+
+def _json_list(d: Mapping[str, Any], key: str, where: str) -> list[Any]:
+    if key not in d:
+        raise _malformed(f"{where} has no {key!r}")
+    if not isinstance(d[key], list):
+        raise _malformed(f"{where}: {key!r} is a JSON {type(d[key]).__name__}, not a list")
+    return d[key]
+
+
+def _json_str(d: Mapping[str, Any], key: str, where: str) -> str:
+    if not isinstance(d.get(key), str):
+        raise _malformed(f"{where}: {key!r} must be a string, not {d.get(key)!r:.60}")
+    return d[key]
+
+
+def _json_shape(d: Mapping[str, Any], where: str) -> tuple[int, ...]:
+    shape = _json_list(d, "shape", where)
+    if not all(type(x) is int for x in shape):
+        raise _malformed(f"{where}: shape {shape!r:.100} must be a list of integers")
+    return tuple(shape)
 
 
 def _freeze_attr(v: Any) -> Any:
@@ -235,16 +293,49 @@ class Graph:
 
     @staticmethod
     def from_json(text: str | bytes) -> Graph:
+        """The graph `to_json` wrote. Anything else raises ModelFormatError naming the item at fault (or
+        GraphError for a tensor or quantization the IR refuses); tensors over `utvm.limits` raise
+        UnsupportedModelError before their data is decoded."""
+        from utvm import limits
+
         try:
             d = json.loads(text)
-            if d.get("ir_version") != IR_VERSION:
-                raise ModelFormatError(f"IR JSON version {d.get('ir_version')!r} is not {IR_VERSION}")
-            tensors = {t["name"]: Tensor.from_json(t) for t in d["tensors"]}
-            nodes = tuple(Node.from_json(n) for n in d["nodes"])
-            return Graph(tensors, nodes, tuple(d["inputs"]), tuple(d["outputs"]), d.get("name", "default"),
-                         d.get("metadata", {}))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ModelFormatError(f"malformed IR JSON: {exc}") from exc
+        except (ValueError, RecursionError) as exc:  # RecursionError: arrays nested thousands deep
+            raise ModelFormatError(f"malformed IR JSON: {type(exc).__name__}: {str(exc)[:200]}") from None
+        d = _json_obj(d, "the document")
+        if d.get("ir_version") != IR_VERSION:
+            raise ModelFormatError(f"IR JSON version {d.get('ir_version')!r} is not {IR_VERSION}")
+        tally = limits.Tally(model="the IR JSON graph")
+        tensors: dict[str, Tensor] = {}
+        for i, t in enumerate(_json_list(d, "tensors", "the document")):
+            where = f"tensor {i}"
+            t = _json_obj(t, where)
+            name = _json_str(t, "name", where)
+            where = f"{where} ({name!r})"
+            if name in tensors:
+                raise _malformed(f"{where}: a second tensor of that name")
+            tally.add(name, _json_shape(t, where), _json_str(t, "dtype", where), where)
+            tensors[name] = Tensor.from_json(t)
+        nodes = []
+        for i, n in enumerate(_json_list(d, "nodes", "the document")):
+            where = f"node {i}"
+            n = _json_obj(n, where)
+            _json_str(n, "op", where)
+            for key in ("inputs", "outputs"):
+                if not all(isinstance(x, str) for x in _json_list(n, key, where)):
+                    raise _malformed(f"{where}: {key} must be a list of tensor names")
+            if not isinstance(n.get("name", ""), str) or not isinstance(n.get("attrs", {}), dict):
+                raise _malformed(f"{where}: 'name' must be a string and 'attrs' an object")
+            nodes.append(Node.from_json(n))
+        io = {}
+        for key in ("inputs", "outputs"):
+            io[key] = _json_list(d, key, "the document")
+            if not all(isinstance(x, str) for x in io[key]):
+                raise _malformed(f"graph {key} must be a list of tensor names")
+        name, metadata = d.get("name", "default"), d.get("metadata", {})
+        if not isinstance(name, str) or not isinstance(metadata, dict):
+            raise _malformed("graph 'name' must be a string and 'metadata' an object")
+        return Graph(tensors, tuple(nodes), tuple(io["inputs"]), tuple(io["outputs"]), name, metadata)
 
     # --- text dump -------------------------------------------------------------------------------------------
     def dump(self) -> str:

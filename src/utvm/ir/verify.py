@@ -48,7 +48,13 @@ def verify(graph: Graph) -> None:
             if name in graph.inputs or graph.tensors[name].is_constant:
                 raise GraphError(f"{label}: output {name!r} is a graph input or constant")
             produced[name] = i
-        inferred = op_module(node.op).infer(node, graph)
+        try:
+            inferred = op_module(node.op).infer(node, graph)
+        except GraphError:
+            raise
+        except (ArithmeticError, LookupError, TypeError, ValueError) as exc:  # attributes the op cannot use
+            raise GraphError(f"{label}: cannot infer its outputs from attributes {dict(node.attrs)} "
+                             f"({type(exc).__name__}: {exc})") from exc
         if len(inferred) != len(node.outputs):
             raise GraphError(f"{label}: infers {len(inferred)} outputs, declares {len(node.outputs)}")
         for name, (shape, dtype) in zip(node.outputs, inferred, strict=True):

@@ -17,11 +17,16 @@ metadata (a source file name in metadata.json) before it is joined to a director
 
 from __future__ import annotations
 
+import bz2
+import io
+import lzma
 import os
 import stat
 import tarfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from utvm.errors import ArchiveError
 
@@ -106,13 +111,62 @@ def _member_kind(m: tarfile.TarInfo) -> str:
     return f"an entry of tar type {m.type!r}"
 
 
+#: Compressed tars are inflated by us, never by tarfile's format guessing (which also tries the legacy
+#: .lzma format, whose header can ask liblzma for a 4 GiB dictionary): magic -> (name, decompressor).
+_COMPRESSIONS: tuple[tuple[bytes, str], ...] = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"),
+                                                (b"\xfd7zXZ\x00", "xz"))
+_XZ_MEMLIMIT = 256 << 20
+
+
+def _decompressor(kind: str) -> Any:
+    if kind == "gzip":
+        return zlib.decompressobj(wbits=31)
+    if kind == "bzip2":
+        return bz2.BZ2Decompressor()
+    return lzma.LZMADecompressor(format=lzma.FORMAT_XZ, memlimit=_XZ_MEMLIMIT)
+
+
+def _inflate(path: Path, kind: str, limit: int) -> bytes:
+    """The decompressed bytes of `path`, refused past `limit` bytes: output is produced at most 1 MiB at a
+    time, so a bomb never inflates further than that past the limit."""
+    dec = _decompressor(kind)
+    out = bytearray()
+    step = 1 << 20
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 16), b""):
+            data = chunk
+            while True:
+                out += dec.decompress(data, step)
+                if len(out) > limit:
+                    raise ArchiveError(f"{path}: inflates to more than {limit:,} bytes")
+                if kind == "gzip":
+                    data = dec.unconsumed_tail
+                    if not data:
+                        break
+                elif dec.eof or dec.needs_input:
+                    break
+                else:
+                    data = b""
+    return bytes(out)
+
+
 def read_tar(path: Path, limits: ArchiveLimits = DEFAULT_LIMITS, kind: str = "tar archive") -> dict[str, bytes]:
     """Every regular file of the tar at `path` (name -> bytes), after checking all members. `kind` names
-    what the file should be in the error when it is no tar at all."""
+    what the file should be in the error when it is no tar at all. A gzip, bzip2 or xz compressed tar is
+    inflated first, bounded by the size limits."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or device would block or never end
             raise ArchiveError(f"{path}: not a regular file")
-        with tarfile.open(path, "r") as tar:
+        with path.open("rb") as f:
+            head = f.read(8)
+        compression = next((name for magic, name in _COMPRESSIONS if head.startswith(magic)), None)
+        if compression is None:
+            opened = tarfile.open(path, "r:")
+        else:
+            slack = 512 * (2 * limits.max_members + 16)  # tar headers and padding around the members
+            opened = tarfile.open(fileobj=io.BytesIO(_inflate(path, compression, limits.max_total_bytes + slack)),
+                                  mode="r:")
+        with opened as tar:
             members = tar.getmembers()
             budget = _Budget(path, limits)
             files: dict[str, tarfile.TarInfo] = {}
@@ -140,7 +194,8 @@ def read_tar(path: Path, limits: ArchiveLimits = DEFAULT_LIMITS, kind: str = "ta
                     raise ArchiveError(f"{path}: member {name!r} holds {len(data)} bytes, its header says {m.size}")
                 out[name] = data
             return out
-    except (tarfile.TarError, EOFError, OSError, ValueError, UnicodeError) as exc:
+    except (tarfile.TarError, EOFError, OSError, ValueError, UnicodeError, lzma.LZMAError, zlib.error,
+            MemoryError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise ArchiveError(f"{path}: no such archive") from exc
         if isinstance(exc, tarfile.ReadError):  # tarfile lists every compression it tried: keep the tar one
