@@ -51,16 +51,21 @@ def _as_path(path: str | os.PathLike[str] | None, option: str) -> Path:
     return Path(text)
 
 
-def check_output_file(path: str | os.PathLike[str] | None, option: str = "-o") -> Path:
-    """`path` as a Path if it may be written as a regular file (see the module docstring)."""
+def _existing(path: str | os.PathLike[str] | None, option: str) -> tuple[Path, os.stat_result | None]:
+    """The path and what is there now (not following a link; None when nothing is)."""
     p = _as_path(path, option)
     try:
-        st = p.lstat()
+        return p, p.lstat()
     except FileNotFoundError:
-        return p
+        return p, None
     except OSError as exc:
         raise UsageError(f"{option} {p}: cannot be examined ({exc.strerror or exc})") from exc
-    if not stat.S_ISREG(st.st_mode):
+
+
+def check_output_file(path: str | os.PathLike[str] | None, option: str = "-o") -> Path:
+    """`path` as a Path if it may be written as a regular file (see the module docstring)."""
+    p, st = _existing(path, option)
+    if st is not None and not stat.S_ISREG(st.st_mode):
         raise UsageError(f"{option} {p}: is {_kind(st.st_mode)}, not a regular file; refusing to replace it")
     return p
 
@@ -99,13 +104,9 @@ def write_file_atomic(path: str | os.PathLike[str], write: Callable[[Path], None
 def check_output_dir(path: str | os.PathLike[str] | None, option: str = "-o") -> Path:
     """`path` as a Path if a directory may be created there: it does not exist, or is an empty real
     directory (a symbolic link, a file or a non-empty directory is refused)."""
-    p = _as_path(path, option)
-    try:
-        st = p.lstat()
-    except FileNotFoundError:
+    p, st = _existing(path, option)
+    if st is None:
         return p
-    except OSError as exc:
-        raise UsageError(f"{option} {p}: cannot be examined ({exc.strerror or exc})") from exc
     if not stat.S_ISDIR(st.st_mode):
         raise UsageError(f"{option} {p}: is {_kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else 'a file'}, "
                          "not a directory; give a new or empty directory")
