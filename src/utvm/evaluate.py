@@ -142,12 +142,38 @@ def firmware_sources(compiled: Any) -> list[Path]:
     return sorted(d / name for name in compiled.sources)
 
 
+#: The CRT's defaults of the limits a model's run call depends on (crt_config.h.template).
+_CRT_DEFAULT_ARGS = 16
+_CRT_DEFAULT_NDARRAYS = 16
+_CRT_DEFAULT_PACKET = 2048
+
+
+def firmware_crt_config(compiled: Any) -> dict[str, int]:
+    """crt_config.h values the model's run needs beyond the defaults: one call argument and one RPC array
+    per input and output (a model with 40 outputs must still run), with room to spare for the time
+    evaluator and a few more arrays."""
+    tensors = [*compiled.interface.inputs, *compiled.interface.outputs]
+    nio = len(tensors)
+    out: dict[str, int] = {}
+    if nio + 4 > _CRT_DEFAULT_ARGS:
+        out["TVM_CRT_MAX_ARGS"] = nio + 4
+    if nio + 8 > _CRT_DEFAULT_NDARRAYS:
+        out["TVM_CRT_MAX_NDARRAYS"] = nio + 8
+    # The CallFunc of the run function carries every tensor (DESIGN.md §5.3: type code + 36 + 8 * ndim
+    # bytes each) after a 27-byte header; the copies are split to fit whatever the packet size is.
+    call = 27 + sum(4 + 36 + 8 * len(t.shape) for t in tensors) + 64
+    if call > _CRT_DEFAULT_PACKET:
+        out["TVM_CRT_MAX_PACKET_SIZE_BYTES"] = (call + 255) // 256 * 256
+    return out
+
+
 def build_firmware(compiled: Any, platform: str = "host", **build_kwargs: Any) -> Path:
     """Evaluation firmware for `compiled`: CRT + RPC server + the model as the system library."""
     from utvm.platform import get_platform
 
+    config = {**firmware_crt_config(compiled), **dict(build_kwargs.pop("crt_config", None) or {})}
     return get_platform(platform).build(with_test_functions=False, system_lib_sources=firmware_sources(compiled),
-                                        **build_kwargs)
+                                        crt_config=config or None, **build_kwargs)
 
 
 def run_on_device(session: Any, compiled: Any, inputs: Sequence[np.ndarray], repeat: int = 0

@@ -142,7 +142,7 @@ def load(path: str | os.PathLike) -> CompiledModel:
         extra = mod["utvm"]
         o = extra["options"]
         opts = CompileOptions(m, o["executor"], bool(o["unpacked_api"]), o["interface_api"], o["workspace"],
-                              o["memory_planner"], o["rounding"])
+                              o["memory_planner"], o["rounding"], str(o.get("target", "host")))
         main = mod["memory"]["functions"]["main"][0]
         plan = MemoryPlan.from_json(mod["memory"]["plan"])
 
@@ -150,7 +150,9 @@ def load(path: str | os.PathLike) -> CompiledModel:
             return tuple(TensorInfo(x["name"], tuple(x["shape"]), x["dtype"]) for x in xs)
 
         operators = tuple(OperatorInfo(f["function_name"], f["op"], f["node"], infos(f["inputs"]),
-                                       infos(f["outputs"]), int(f["scratch_bytes"]), bool(f["inplace"]))
+                                       infos(f["outputs"]), int(f["scratch_bytes"]), bool(f["inplace"]),
+                                       str(f.get("task", "")), dict(f.get("schedule") or {}),
+                                       str(f.get("schedule_source", "")))
                           for f in mod["memory"]["functions"]["operator_functions"])
         sys_funcs = tuple(extra["system_lib"]["functions"])
         source_names = list(extra["sources"])

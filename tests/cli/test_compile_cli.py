@@ -38,17 +38,20 @@ def test_compile_writes_an_mlf_and_prints_the_summary(tmp_path: Path, capsys: py
 def test_compile_options_reach_the_archive(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "hw.tar"
     argv = ["compile", str(HELLO), "-o", str(out), "--model-name", "hw", "--unpacked-api", "--interface-api", "c",
-            "--workspace", "user", "--memory-planner", "greedy_by_size", "--rounding", "double", "-q"]
+            "--workspace", "user", "--memory-planner", "greedy_by_size", "--rounding", "double", "--target",
+            "cortex-m4", "-q"]
     assert main(argv) == 0
     cap = capsys.readouterr()
     assert cap.err == ""  # -q: no progress
-    assert "convention: c (executor aot, unpacked API, interface c, workspace user, rounding double)" in cap.out
+    assert ("convention: c (executor aot, unpacked API, interface c, workspace user, rounding double, "
+            "target cortex-m4)") in cap.out
     with tarfile.open(out) as tar:
         meta = json.load(tar.extractfile("metadata.json"))
         names = tar.getnames()
     opts = meta["modules"]["hw"]["utvm"]["options"]
     assert opts == {"executor": "aot", "unpacked_api": True, "interface_api": "c", "workspace": "user",
-                    "memory_planner": "greedy_by_size", "rounding": "double"}
+                    "memory_planner": "greedy_by_size", "rounding": "double", "target": "cortex-m4"}
+    assert meta["modules"]["hw"]["target"] == ["c -keys=arm_cpu,cpu -mcpu=cortex-m4"]
     assert "codegen/host/include/tvmgen_hw.h" in names
 
 

@@ -83,3 +83,25 @@ def platform_name(text: str) -> str:
     if text not in known:
         raise argparse.ArgumentTypeError(f"unknown platform {text!r}; known platforms: {', '.join(known)}")
     return text
+
+
+def target_name(text: str) -> str:
+    """A known CPU target (utvm.target)."""
+    from utvm.target import TARGETS
+
+    if text not in TARGETS:
+        raise argparse.ArgumentTypeError(f"unknown target {text!r}; known targets: {', '.join(TARGETS)}")
+    return text
+
+
+def code_growth(text: str) -> float | None:
+    """A fraction >= 0 (0.1: 10% more code), or `none` for no limit."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction (e.g. 0.1) or none") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text} must be a finite fraction >= 0 (or none)")
+    return value

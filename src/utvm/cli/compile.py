@@ -45,6 +45,29 @@ def add_compile_options(p: argparse.ArgumentParser) -> None:
                    help=f"static memory planning algorithm (default: {memory.DEFAULT_ALGORITHM})")
     p.add_argument("--rounding", default="single", choices=("single", "double"),
                    help="requantization rounding: single (TFLite/LiteRT) or double (gemmlowp/TFLM)")
+    p.add_argument("--target", type=A.target_name, default=None,
+                   help="the CPU the code is for: host, cortex-m0/-m3/-m4/-m7/-m33/-m55 (default: the "
+                        "platform's target; `host`, portable C, for compile)")
+    p.add_argument("--tuning-log", metavar="LOG.jsonl", type=A.nonempty_path, default=None,
+                   help="apply the best schedule per task from a `utvm tune` log (other tasks keep the default)")
+    from utvm.tune.log import DEFAULT_MAX_CODE_GROWTH
+
+    p.add_argument("--max-code-growth", metavar="F", type=A.code_growth, default=DEFAULT_MAX_CODE_GROWTH,
+                   help="with --tuning-log: a task's schedule may take at most (1 + F) times the machine code of "
+                        f"its default point (default {DEFAULT_MAX_CODE_GROWTH:g}; `none`: the fastest whatever "
+                        "its size)")
+
+
+def target_of(args: argparse.Namespace) -> str:
+    """--target, else the target of --platform (when the command has one), else `host`."""
+    if getattr(args, "target", None):
+        return str(args.target)
+    platform = getattr(args, "platform", None)
+    if platform:
+        from utvm.target import platform_target
+
+        return platform_target(platform).name
+    return "host"
 
 
 def compile_from_args(args: argparse.Namespace, model: Path, say=None):  # noqa: ANN001, ANN201
@@ -54,13 +77,21 @@ def compile_from_args(args: argparse.Namespace, model: Path, say=None):  # noqa:
     from utvm.errors import CompileError, UsageError
     from utvm.frontend import load
 
+    target = target_of(args)
     try:  # flags that cannot go together fail before any work, as a usage error
         CompileOptions(args.model_name, args.executor, args.unpacked_api, args.interface_api, args.workspace,
-                       args.memory_planner, args.rounding).validate()
+                       args.memory_planner, args.rounding, target).validate()
     except CompileError as exc:
         raise UsageError(str(exc)) from exc
     if not model.is_file():
         raise UsageError(f"{model}: no such model file" if not model.exists() else f"{model}: not a model file")
+    schedules = None
+    if getattr(args, "tuning_log", None):
+        from utvm.tune.log import best_schedules
+
+        schedules = best_schedules(args.tuning_log, target, args.max_code_growth)
+        (say or (lambda _m: None))(f"tuning log {args.tuning_log}: best schedules of {len(schedules)} task(s) "
+                                   f"on {target}")
     say = say or (lambda _m: None)
     t0 = time.monotonic()
     say(f"importing {model}")
@@ -74,7 +105,8 @@ def compile_from_args(args: argparse.Namespace, model: Path, say=None):  # noqa:
     compiled = compile_graph(graph, model_name=args.model_name, executor=args.executor,
                              unpacked_api=args.unpacked_api, interface_api=args.interface_api,
                              workspace=args.workspace, memory_planner=args.memory_planner, rounding=args.rounding,
-                             progress=say, dump_ir=dump if getattr(args, "dump_ir", False) else None)
+                             progress=say, dump_ir=dump if getattr(args, "dump_ir", False) else None,
+                             target=target, schedules=schedules)
     compiled.source_model_name = model.name
     compiled.source_model_bytes = model.read_bytes()
     return compiled

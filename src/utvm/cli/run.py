@@ -80,7 +80,18 @@ def load_model_or_mlf(args: argparse.Namespace, say: Any) -> Any:
         raise UsageError(f"{model}: no such model or MLF")
     if is_mlf(model):
         say(f"loading the Model Library Format archive {model}")
-        return mlf.load(model)
+        compiled = mlf.load(model)
+        platform = getattr(args, "platform", None)
+        if getattr(args, "target", None) or getattr(args, "tuning_log", None):
+            raise UsageError(f"{model} is already compiled: --target and --tuning-log apply to a model file")
+        if platform:
+            from utvm.target import get_target, platform_target
+
+            reason = get_target(compiled.options.target).runs_on(platform_target(platform))
+            if reason:
+                raise UsageError(f"{model}: {reason} (platform {platform}); recompile the model with "
+                                 f"--target {platform_target(platform).name}")
+        return compiled
     return compile_from_args(args, model, say)
 
 

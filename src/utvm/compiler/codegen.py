@@ -238,12 +238,13 @@ def ops_source(lowered: Lowered, opts: Options) -> str:
         params = _unpacked_params(lowered, f)
         body = _indent(f.code.body.strip())
         doc = f"/* {_describe(lowered, f)} */"
+        attrs = f"{f.code.attributes} " if f.code.attributes else ""
         if opts.unpacked_api:
-            funcs_c.append(f"{doc}\nint32_t {f.name}({params}) {{\n{body}\n}}\n")
+            funcs_c.append(f"{doc}\n{attrs}int32_t {f.name}({params}) {{\n{body}\n}}\n")
         else:
             args = _func_args(lowered, f)
             funcs_c.append(
-                f"{doc}\nstatic int32_t {f.name}_compute({params}) {{\n{body}\n}}\n\n"
+                f"{doc}\n{attrs}static int32_t {f.name}_compute({params}) {{\n{body}\n}}\n\n"
                 f"int {f.name}({PACKED_PARAMS}) {{\n"
                 f"  void* data[{max(len(args), 1)}];\n  int err;\n"
                 "  (void)out_ret_value;\n  (void)resource_handle;\n"

@@ -10,17 +10,20 @@ from __future__ import annotations
 import datetime
 import importlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import utvm
+from utvm import limits
 from utvm.compiler import codegen, memory
 from utvm.compiler.header import ModelInterface, header_source, model_interface
 from utvm.compiler.lower import Lowered, MemoryPlan, lower
+from utvm.compiler.schedule import Schedule
 from utvm.errors import CompileError
 from utvm.ir.graph import Graph
+from utvm.target import TARGETS, Target, get_target
 
 EXECUTORS = ("aot",)
 INTERFACE_APIS = ("packed", "c")
@@ -43,6 +46,7 @@ class CompileOptions:
     workspace: str = "static"
     memory_planner: str = memory.DEFAULT_ALGORITHM
     rounding: str = "single"
+    target: str = "host"
 
     def validate(self) -> None:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.model_name):
@@ -65,6 +69,8 @@ class CompileOptions:
             raise CompileError(f"memory planner {self.memory_planner!r}: choose one of {', '.join(memory.ALGORITHMS)}")
         if self.rounding not in ROUNDINGS:
             raise CompileError(f"rounding {self.rounding!r}: choose one of {', '.join(ROUNDINGS)}")
+        if self.target not in TARGETS:
+            raise CompileError(f"target {self.target!r}: choose one of {', '.join(TARGETS)}")
 
     @property
     def convention(self) -> str:
@@ -95,6 +101,9 @@ class OperatorInfo:
     outputs: tuple[TensorInfo, ...]
     scratch_bytes: int
     inplace: bool
+    task: str = ""  # tuning task key ("" for kernels without choices)
+    schedule: Schedule = field(default_factory=dict)
+    schedule_source: str = ""  # "default" | "given" (a tuning log) | ""
 
     @property
     def args(self) -> tuple[TensorInfo, ...]:
@@ -106,7 +115,8 @@ class OperatorInfo:
         return {"function_name": self.name, "op": self.op, "node": self.node,
                 "inputs": [t.to_json() for t in self.inputs], "outputs": [t.to_json() for t in self.outputs],
                 "scratch_bytes": self.scratch_bytes, "inplace": self.inplace,
-                "workspace": [{"device": 1, "workspace_size_bytes": self.scratch_bytes}]}
+                "workspace": [{"device": 1, "workspace_size_bytes": self.scratch_bytes}],
+                "task": self.task, "schedule": dict(self.schedule), "schedule_source": self.schedule_source}
 
 
 @dataclass
@@ -188,7 +198,7 @@ class CompiledModel:
             f"{p.inplace} in place)",
             f"convention: {self.options.convention} (executor {self.options.executor}, "
             f"{'unpacked' if self.options.unpacked_api else 'packed'} API, interface {self.options.interface_api}, "
-            f"workspace {self.options.workspace}, rounding {self.options.rounding})",
+            f"workspace {self.options.workspace}, rounding {self.options.rounding}, target {self.options.target})",
             f"workspace: {p.workspace_bytes} bytes, lower bound {p.lower_bound_bytes} bytes "
             f"({p.algorithm}{', optimal' if p.optimal else ''}; without reuse {p.no_reuse_bytes} bytes)",
             f"constants: {self.constant_bytes} bytes",
@@ -245,18 +255,31 @@ def compile(  # noqa: A001 - the public name the brief and DESIGN use
     progress: Progress | None = None,
     dump_ir: Callable[[str, Graph], None] | None = None,
     passes: bool = True,
+    target: str | Target = "host",
+    schedules: Mapping[str, Schedule] | None = None,
+    task_counts: Mapping[str, int] | None = None,
 ) -> CompiledModel:
-    """Compile `graph` to C for the AOT executor (DESIGN.md §6-8)."""
-    opts = CompileOptions(model_name, executor, unpacked_api, interface_api, workspace, memory_planner, rounding)
+    """Compile `graph` to C for the AOT executor (DESIGN.md §6-8) on `target` (utvm.target; the portable
+    `host` by default). `schedules` maps tuning task keys to schedules (utvm.tune.log.best_schedules of a
+    tuning log); kernels of other tasks use their default point. `task_counts` (task key -> nodes) makes
+    a kernel choose as if the graph had that many nodes of the task (the tuner compiles one node of a task
+    the model holds n of)."""
+    target = get_target(target)
+    opts = CompileOptions(model_name, executor, unpacked_api, interface_api, workspace, memory_planner, rounding,
+                          target.name)
     opts.validate()
     source = graph
     if passes:
         graph, log = run_passes(graph, progress, dump_ir)
     else:
         log = [("import", len(graph.nodes))]
+        limits.check_graph(graph, error=CompileError)  # what the validate pass checks, for this path too
     if progress:
         progress("lowering")
-    lowered = lower(graph, model_name, rounding, memory_planner, progress)
+    lowered = lower(graph, model_name, rounding, memory_planner, progress, target, schedules, task_counts)
+    if lowered.plan.workspace_bytes > limits.MAX_TENSOR_BYTES:
+        raise CompileError(f"the workspace pool needs {lowered.plan.workspace_bytes:,} bytes, over the "
+                           f"{limits.MAX_TENSOR_BYTES:,} the generated C can address (utvm.limits)")
     if progress:
         p = lowered.plan
         progress(f"memory plan ({memory_planner}): {p.workspace_bytes} bytes, lower bound {p.lower_bound_bytes}")
@@ -282,6 +305,7 @@ def _emit(source: Graph, lowered: Lowered, opts: CompileOptions, log: list[tuple
             f.code.scratch_bytes,
             any(lowered.plan.locations.get(f.outputs[0]) == lowered.plan.locations.get(x) for x in f.inputs)
             if f.outputs else False,
+            f.task, dict(f.schedule), f.schedule_source,
         )
         for f in lowered.funcs)
     constant_bytes = lowered.ops_file.constant_bytes + sum(
@@ -320,7 +344,7 @@ def build_metadata(opts: CompileOptions, iface: ModelInterface, plan: MemoryPlan
             m: {
                 "model_name": m,
                 "export_datetime": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%SZ"),
-                "target": ["c -keys=cpu"],
+                "target": [get_target(opts.target).mlf_string()],
                 "executors": [opts.executor],
                 "style": "full-model",
                 "memory": {
@@ -347,6 +371,7 @@ def build_metadata(opts: CompileOptions, iface: ModelInterface, plan: MemoryPlan
                         "workspace": opts.workspace,
                         "memory_planner": opts.memory_planner,
                         "rounding": opts.rounding,
+                        "target": opts.target,
                     },
                     "convention": opts.convention,
                     "inputs": [x.name for x in iface.inputs],

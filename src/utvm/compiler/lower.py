@@ -14,15 +14,28 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+import warnings
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from utvm.compiler import memory
-from utvm.compiler.kernels import C_TYPES, FileScope, KernelCode, KernelContext, get_kernel, is_alias_op
+from utvm.compiler.kernels import (
+    C_TYPES,
+    FileScope,
+    KernelCode,
+    KernelContext,
+    get_kernel,
+    get_space,
+    has_space,
+    is_alias_op,
+)
+from utvm.compiler.schedule import Schedule
 from utvm.errors import CompileError
 from utvm.ir.graph import Graph, Node
+from utvm.target import Target, get_target
 
 C_KEYWORDS = frozenset(
     "auto break case char const continue default do double else enum extern float for goto if inline int "
@@ -46,6 +59,9 @@ class OperatorFunc:
     inputs: tuple[str, ...]  # run-time input tensors, in parameter order (in0, in1, ...)
     outputs: tuple[str, ...]  # output tensors (out0, ...)
     code: KernelCode
+    task: str = ""  # the tuning task key of its workload ("" for kernels without choices)
+    schedule: Schedule = field(default_factory=dict)  # the point of the kernel's space it was emitted with
+    schedule_source: str = ""  # "default" or "given" (from a tuning log); "" without choices
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,9 +192,64 @@ def _func_name(prefix: str, node: Node, used: set[str]) -> str:
     return name
 
 
-def lower(graph: Graph, model_name: str, rounding: str = "single", algorithm: str = memory.DEFAULT_ALGORITHM,
-          progress: Callable[[str], None] | None = None) -> Lowered:
+def kernel_contexts(graph: Graph, model_name: str, rounding: str = "single", target: Target | str = "host",
+                    skip: Collection[int] = (), file: FileScope | None = None,
+                    task_counts: Mapping[str, int] | None = None) -> Iterator[KernelContext]:
+    """The KernelContext of every node of `graph` that becomes an operator function, in order, named as
+    `lower` names them (`tvmgen_<model>_fused_<op>...`), with the node's run-time inputs as the parameters
+    `in0`, ... and its outputs as `out0`, ...; nodes whose index is in `skip` (the aliases lower() found)
+    are left out. `lower` emits its kernels in these contexts and the tuner extracts its tasks from them
+    (utvm.tune.tasks), so both see the same workloads and task keys. Each context's `task_count` says how
+    many nodes of the graph share its workload (a kernel may choose to share code between them);
+    `task_counts` overrides it per task key (the tuner compiles one node of a task as the model has n)."""
     prefix = f"tvmgen_{model_name}"
+    target = get_target(target)
+    file = file if file is not None else FileScope(prefix)
+    used_names: set[str] = set()
+    contexts = []
+    for i, node in enumerate(graph.nodes):
+        if i in skip:
+            continue
+        name = _func_name(prefix, node, used_names)
+        rt_inputs = [j for j, x in enumerate(node.inputs) if x and not graph.tensor(x).is_constant]
+        params = {j: f"in{k}" for k, j in enumerate(rt_inputs)}
+        contexts.append(KernelContext(node, i, graph, rounding, name, file, params,
+                                      [f"out{k}" for k in range(len(node.outputs))], target))
+    keys = {id(c): c.task_key() for c in contexts if has_space(c.node.op)}
+    counts = Counter(keys.values())
+    for c in contexts:
+        key = keys.get(id(c))
+        c.task_count = 1 if key is None else (task_counts or {}).get(key, counts[key])
+    yield from contexts
+
+
+def choose_schedule(ctx: KernelContext, schedules: Mapping[str, Schedule] | None,
+                    progress: Callable[[str], None] | None = None) -> tuple[str, Schedule, str]:
+    """(task key, schedule, source) of ctx's node: the given schedule of its task when there is one and it
+    is legal for this kernel, else the kernel's default point (a refused schedule is reported)."""
+    space = get_space(ctx)
+    if not space.knobs:
+        return "", {}, ""
+    key = ctx.task_key()
+    given = (schedules or {}).get(key)
+    if given is not None:
+        reason = space.check(given)
+        if reason is None:
+            return key, dict(given), "given"
+        msg = f"{ctx.label}: the schedule given for task {key} is refused ({reason}); using the default"
+        warnings.warn(msg, stacklevel=2)
+        if progress:
+            progress(msg)
+    return key, dict(space.default), "default"
+
+
+def lower(graph: Graph, model_name: str, rounding: str = "single", algorithm: str = memory.DEFAULT_ALGORITHM,
+          progress: Callable[[str], None] | None = None, target: Target | str = "host",
+          schedules: Mapping[str, Schedule] | None = None, task_counts: Mapping[str, int] | None = None) -> Lowered:
+    """`target`: the CPU the code is for; `schedules`: task key -> schedule (e.g. the best of a tuning log)
+    for kernels with choices; the rest take their default point."""
+    prefix = f"tvmgen_{model_name}"
+    target = get_target(target)
     graph = fold_constant_aliases(graph)
     for t in graph.tensors.values():
         if t.dtype not in C_TYPES:
@@ -216,23 +287,19 @@ def lower(graph: Graph, model_name: str, rounding: str = "single", algorithm: st
 
     ops_file = FileScope(prefix)
     funcs: list[OperatorFunc] = []
-    used_names: set[str] = set()
-    for i, node in enumerate(graph.nodes):
-        if i in aliased:
-            continue
+    for ctx in kernel_contexts(graph, model_name, rounding, target, aliased, ops_file, task_counts):
+        i, node, name = ctx.index, ctx.node, ctx.func_name
         kernel = get_kernel(node, i)
-        name = _func_name(prefix, node, used_names)
         rt_inputs = [(j, x) for j, x in enumerate(node.inputs) if x and not graph.tensor(x).is_constant]
-        params = {j: f"in{k}" for k, (j, _x) in enumerate(rt_inputs)}
-        ctx = KernelContext(node, i, graph, rounding, name, ops_file, params,
-                            [f"out{k}" for k in range(len(node.outputs))])
+        task, ctx.schedule, source = choose_schedule(ctx, schedules, progress)
         if progress:
-            progress(f"kernel {name} ({node.label(i)})")
+            progress(f"kernel {name} ({node.label(i)})" + (f" schedule {ctx.schedule}" if ctx.schedule else ""))
         code = kernel(ctx)
         if not isinstance(code, KernelCode):
             raise CompileError(f"{node.label(i)}: kernel returned {type(code).__name__}, not KernelCode")
         ops_file.uses_libm |= code.uses_libm
-        funcs.append(OperatorFunc(name, i, node, tuple(x for _j, x in rt_inputs), tuple(node.outputs), code))
+        funcs.append(OperatorFunc(name, i, node, tuple(x for _j, x in rt_inputs), tuple(node.outputs), code,
+                                  task, dict(ctx.schedule), source))
 
     plan = _plan(graph, funcs, cls, algorithm, len(aliased))
     return Lowered(graph, model_name, funcs, copies, plan, ops_file, output_consts)

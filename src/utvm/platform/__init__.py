@@ -40,6 +40,8 @@ class Platform(Protocol):
     """What every platform class provides (instances are cheap; construct with no arguments)."""
 
     name: str
+    # Optional: `target`, the CPU (utvm.target) the platform's firmware runs on; code is generated for it.
+    # A plugin without one gets portable C (the `host` target).
 
     def build(
         self,

@@ -29,6 +29,12 @@ Rules for kernel bodies (they are checked by the tests of every op):
   planner uses it only when legal (same size, the input dies here, not a model input or output).
 - `scratch_bytes`: temporary memory the kernel needs for the duration of the call; the planner places it
   in the workspace and the kernel receives it as `uint8_t* scratch` (16-byte aligned).
+- `ctx.target` is the CPU the code is for (utvm.target: DSP extension, FPU): the only place a kernel may
+  learn it. A DSP target's kernels may use ACLE intrinsics (`ctx.require_dsp()` includes <arm_acle.h> and
+  makes the file fail to compile, with an #error, on a compiler not told that CPU).
+- A kernel with choices registers a space function (`register(op, space=fn)`, utvm.compiler.schedule):
+  `fn(ctx) -> Space` lists its knobs for this node and target, with a default point; the kernel reads the
+  chosen point from `ctx.schedule`. Every point must produce the same output bits.
 """
 
 from __future__ import annotations
@@ -42,8 +48,10 @@ from typing import Any
 
 import numpy as np
 
+from utvm.compiler.schedule import EMPTY_SPACE, Schedule, Space, canonical, task_key
 from utvm.errors import CompileError, UnsupportedOperatorError
 from utvm.ir.graph import Graph, Node, Tensor
+from utvm.target import Target, get_target
 
 # IR dtype -> C element type.
 C_TYPES: dict[str, str] = {
@@ -68,7 +76,7 @@ DL_TYPES: dict[str, tuple[int, int]] = {
 }
 
 # Modules under utvm.compiler.kernels that register kernels; imported on first use.
-KERNEL_MODULES: tuple[str, ...] = ("shape", "elementwise", "dense", "conv", "pool", "reduce", "softmax",
+KERNEL_MODULES: tuple[str, ...] = ("shape", "elementwise", "dense", "conv", "depthwise", "pool", "reduce", "softmax",
                                    "activation", "pad", "quantize", "layout", "matmul", "batch_norm")
 
 
@@ -80,6 +88,8 @@ class KernelCode:
     scratch_bytes: int = 0
     inplace: tuple[int, ...] = ()
     uses_libm: bool = False
+    #: what goes before the function's definition (a macro from a helper, e.g. TVM_NO_SCHED)
+    attributes: str = ""
 
 
 # --- helpers: shared C functions a kernel may ask for ---------------------------------------------------
@@ -87,6 +97,66 @@ class KernelCode:
 # one place; kernels call the name `ctx.helper("requant", p.rounding)` returns without knowing its body.
 
 _HELPERS: dict[str, str] = {
+    # ACLE intrinsics of the DSP extension (SMLAD, SXTB16, SSAT, ...): only for targets that have it.
+    "acle": """\
+#include <arm_acle.h>
+#if !defined(__ARM_FEATURE_DSP) || (__ARM_FEATURE_DSP != 1)
+#error "generated for a Cortex-M with the DSP extension: compile with its -mcpu (e.g. -mcpu=cortex-m4)"
+#endif""",
+    # ACLE's saturation intrinsics (__ssat, __usat): every Thumb-2 Cortex-M (ARMv7-M and later) has them.
+    "acle_sat": """\
+#include <arm_acle.h>
+#if !defined(__ARM_FEATURE_SAT)
+#error "generated for a Cortex-M with SSAT (ARMv7-M or later): compile with its -mcpu (e.g. -mcpu=cortex-m3)"
+#endif""",
+    # SXTB16 / SXTAB16 of a word rotated by 8 (GCC's ACLE has no rotate, and does not fold one in): the odd
+    # bytes as int16 lanes. Non-volatile asm: the compiler may move or drop it like an expression.
+    "dsp_ror8": """\
+static inline uint32_t tvm_sxtb16_ror8(uint32_t x) {
+  uint32_t r;
+  __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
+  return r;
+}
+static inline uint32_t tvm_sxtab16_ror8(uint32_t a, uint32_t x) {
+  uint32_t r;
+  __asm__("sxtab16 %0, %1, %2, ror #8" : "=r"(r) : "r"(a), "r"(x));
+  return r;
+}
+/* One word of a DSP im2col column: two int16 lanes, written as halves and read as a word (a union, so no
+   pointer type punning). */
+typedef union {
+  uint32_t w;
+  int16_t h[2];
+} tvm_pair_t;""",
+    "string": "#include <string.h>",
+    # GCC's pre-register-allocation scheduler hoists the loads of unrolled SMLAD code and spills; a kernel
+    # may turn it off for its function (other compilers ignore the request).
+    "no_sched": """\
+#if defined(__GNUC__) && !defined(__clang__)
+#define TVM_NO_SCHED __attribute__((optimize("no-schedule-insns")))
+#else
+#define TVM_NO_SCHED
+#endif""",
+    # gemmlowp's double rounding for 0 <= m < 2^31 and a right shift n >= 1, exactly, in six Thumb-2
+    # instructions: r1 = floor((x*m + 2^30) / 2^31) (SaturatingRoundingDoublingHighMul without its
+    # INT32_MIN case; the carry of LSRS is bit 30), then floor((r1 - (r1 < 0) + 2^(n-1)) / 2^n)
+    # (RoundingDivideByPOT, half away from zero; the carry of ASRS is bit n-1). Idea: CMSIS-NN's optional
+    # asm requantization (KERNELS.md §4.1), written here.
+    "requant:double_asm": """\
+static inline int32_t tvm_requant_double_asm(int32_t x, int32_t m, int32_t n) {
+  int32_t lo;
+  int32_t hi;
+  __asm__("smull %0, %1, %2, %3\\n\\t"
+          "lsrs %0, %0, #31\\n\\t"
+          "adc %1, %0, %1, lsl #1\\n\\t"
+          "add %1, %1, %1, asr #31\\n\\t"
+          "asrs %1, %1, %4\\n\\t"
+          "adc %1, %1, #0"
+          : "=&r"(lo), "=&r"(hi)
+          : "r"(x), "r"(m), "r"(n)
+          : "cc");
+  return hi;
+}""",
     "sat_i8": """\
 static inline int8_t tvm_sat_i8(int32_t x) {
   return (int8_t)(x < -128 ? -128 : (x > 127 ? 127 : x));
@@ -155,7 +225,10 @@ static inline int32_t tvm_requant_double_pm(int32_t x, int32_t multiplier, int32
 }""",
 }
 
-_HELPER_NAMES = {"sat_i8": "tvm_sat_i8", "clamp_i32": "tvm_clamp_i32", "clamp_f32": "tvm_clamp_f32",
+_HELPER_NAMES = {"acle": "", "acle_sat": "__ssat", "dsp_ror8": "tvm_sxtb16_ror8", "string": "",
+                 "no_sched": "TVM_NO_SCHED",
+                 "requant:double_asm": "tvm_requant_double_asm", "sat_i8": "tvm_sat_i8",
+                 "clamp_i32": "tvm_clamp_i32", "clamp_f32": "tvm_clamp_f32",
                  "gemmlowp": "tvm_srdhm", "requant:single": "tvm_requant_single",
                  "requant:double": "tvm_requant_double", "requant:double_pm": "tvm_requant_double_pm"}
 _HELPER_DEPS: dict[str, tuple[str, ...]] = {"requant:double": ("gemmlowp",)}
@@ -233,7 +306,8 @@ class KernelContext:
     """Everything a kernel needs about the node it compiles, plus the file-scope emitters."""
 
     def __init__(self, node: Node, index: int, graph: Graph, rounding: str, func_name: str,
-                 file: FileScope, input_params: dict[int, str], output_params: Sequence[str]) -> None:
+                 file: FileScope, input_params: dict[int, str], output_params: Sequence[str],
+                 target: Target | str = "host", schedule: Schedule | None = None) -> None:
         self.node = node
         self.index = index
         self.graph = graph
@@ -243,7 +317,43 @@ class KernelContext:
         self.inputs: Sequence[str] = _InputExprs(self, input_params)
         self.outputs = tuple(output_params)
         self.scratch = "scratch"
+        self.target = get_target(target)
+        #: the point of this kernel's space it is emitted with (empty for kernels without a space)
+        self.schedule: Schedule = dict(schedule or {})
+        #: how many nodes of the model share this node's workload (lowering sets it; a default may share
+        #: code between them)
+        self.task_count = 1
         self._params: Any = None
+
+    def workload(self) -> dict[str, Any]:
+        """What makes this node's kernel one tuning task: op, shapes, dtypes, which inputs are constants,
+        quantization class, attributes, rounding and target (utvm.compiler.schedule)."""
+        g = self.graph
+
+        def tensor(name: str) -> dict[str, Any] | None:
+            if not name:
+                return None
+            t = g.tensor(name)
+            q = t.quant
+            qclass = None if q is None else ("per-channel" if q.per_channel and len(q.scale) > 1 else "per-tensor")
+            return {"shape": list(t.shape), "dtype": t.dtype, "quant": qclass, "const": t.is_constant}
+
+        try:
+            rounding = getattr(self.params(), "rounding", self.rounding)
+        except (CompileError, ModuleNotFoundError, AttributeError, ValueError):
+            rounding = self.rounding
+        return canonical({"op": self.node.op, "inputs": [tensor(x) for x in self.node.inputs],
+                          "outputs": [tensor(x) for x in self.node.outputs], "attrs": dict(self.node.attrs),
+                          "rounding": rounding, "target": self.target.name})
+
+    def task_key(self) -> str:
+        return task_key(self.workload())
+
+    def require_dsp(self) -> None:
+        """Use ACLE's DSP intrinsics in this file: <arm_acle.h>, checked to be for a DSP CPU."""
+        if not self.target.dsp:
+            raise self.error(f"a DSP kernel was chosen for target {self.target.name}, which has no DSP extension")
+        self.file.require("acle")
 
     # tensors
     def in_tensor(self, i: int) -> Tensor | None:
@@ -356,27 +466,49 @@ class FileScope:
 # --- registry ----------------------------------------------------------------------------------------------
 
 KernelFn = Callable[[KernelContext], KernelCode]
+SpaceFn = Callable[[KernelContext], Space]
 _KERNELS: dict[str, KernelFn] = {}
+_SPACES: dict[str, SpaceFn] = {}
 _ALIAS_OPS: set[str] = set()
 _loaded = False
 
 
-def register(*ops: str, alias: bool = False) -> Callable[[KernelFn], KernelFn]:
+def register(*ops: str, alias: bool = False, space: SpaceFn | None = None) -> Callable[[KernelFn], KernelFn]:
     """Decorator registering a kernel for one or more op names.
 
     alias=True marks ops whose output is the input's bytes unchanged (reshape): the memory planner
     gives both tensors one buffer and no function is generated, unless both are model inputs/outputs,
-    in which case the kernel (a copy) is used.
+    in which case the kernel (a copy) is used. `space`: the kernel's schedule space for a node (see the
+    module docstring); without one the kernel has no choices.
     """
 
     def deco(fn: KernelFn) -> KernelFn:
         for op in ops:
             _KERNELS[op] = fn
+            if space is not None:
+                _SPACES[op] = space
             if alias:
                 _ALIAS_OPS.add(op)
         return fn
 
     return deco
+
+
+def get_space(ctx: KernelContext) -> Space:
+    """The schedule space of ctx's node on ctx's target (EMPTY_SPACE for kernels without choices)."""
+    _load()
+    fn = _SPACES.get(ctx.node.op)
+    if fn is None:
+        return EMPTY_SPACE
+    space = fn(ctx)
+    if not isinstance(space, Space):
+        raise ctx.error(f"the space function of {ctx.node.op} returned {type(space).__name__}, not a Space")
+    return space
+
+
+def has_space(op: str) -> bool:
+    _load()
+    return op in _SPACES
 
 
 def is_alias_op(op: str) -> bool:

@@ -159,6 +159,8 @@ class HostPlatform:
     """The `host` platform (entry point ``utvm.platforms:host``)."""
 
     name = "host"
+    #: Portable C99 (utvm.target): the host compiler vectorises it.
+    target = "host"
 
     def build(
         self,

@@ -46,6 +46,8 @@ class QemuPlatform:
     """A QEMU MPS2 board as a utvm platform (subclasses fix the board)."""
 
     name: ClassVar[str] = ""
+    #: The CPU the board emulates (utvm.target): what code generated for this platform may assume.
+    target: ClassVar[str] = ""
     #: Under -icount shift=0 the device's clock counts instructions: seconds * this = instructions.
     instructions_per_second: ClassVar[int] = INSTRUCTIONS_PER_SECOND
 
@@ -144,11 +146,14 @@ class QemuPlatform:
 
 class QemuCortexM3Platform(QemuPlatform):
     name = "qemu-cortex-m3"
+    target = "cortex-m3"
 
 
 class QemuCortexM4Platform(QemuPlatform):
     name = "qemu-cortex-m4"
+    target = "cortex-m4"
 
 
 class QemuCortexM7Platform(QemuPlatform):
     name = "qemu-cortex-m7"
+    target = "cortex-m7"
