@@ -18,14 +18,69 @@ import numpy as np
 
 from utvm.compiler.kernels import KernelCode, KernelContext, c_literal, multipliers_pm, register
 from utvm.compiler.kernels._dot import dot_offsets, dot_run
+from utvm.compiler.kernels._gemm import (
+    Requant,
+    Window,
+    gemm_default,
+    gemm_kernel_body,
+    gemm_knobs,
+    gemm_legal,
+    pad4,
+)
 from utvm.compiler.kernels._window import Axis, origin_stmt, pos, tap_range
+from utvm.compiler.schedule import EMPTY_SPACE, Knob, Schedule, Space
 from utvm.ops.conv2d import Conv2DParams
 
 INT32_MAX = (1 << 31) - 1
 
 
-@register("conv2d", "depthwise_conv2d")
+def _gemm_able(ctx: KernelContext, p: Conv2DParams) -> bool:
+    """int8 conv2d of one group with constant weights (and bias): the im2col + GEMM form applies."""
+    if p.op != "conv2d" or p.dtype != "int8" or p.groups != 1:
+        return False
+    w_t = ctx.in_tensor(1)
+    b_t = ctx.in_tensor(2) if p.has_bias else None
+    return w_t is not None and w_t.data is not None and (not p.has_bias or (b_t is not None and b_t.data is not None))
+
+
+def _window(p: Conv2DParams) -> Window:
+    _, h, w, c = p.input_shape
+    kh, kw = p.kernel
+    return Window(h, w, c, kh, kw, p.strides[0], p.strides[1], p.dilation[0], p.dilation[1], p.padding[0],
+                  p.padding[1])
+
+
+def conv_space(ctx: KernelContext) -> Space:
+    """int8 conv2d: `algo` direct (the scalar kernel: weight sums folded, interior/border split) or gemm
+    (im2col + GEMM, SIMD on DSP targets; utvm.compiler.kernels._gemm) with the GEMM's knobs."""
+    p: Conv2DParams = ctx.params()
+    if not _gemm_able(ctx, p):
+        return EMPTY_SPACE
+    kq = pad4(_window(p).k) // 4
+    _, oh, ow, n = p.output_shape
+    fast = Requant.fast_reason(p.rounding, p.multiplier, p.shift, ctx.target)
+    gemm = gemm_default(ctx.target, kq, n, oh * ow, fast)
+    default = {"algo": "gemm" if ctx.target.dsp else "direct", **gemm}
+
+    def legal(pt: Schedule) -> str | None:
+        if pt["algo"] == "direct":  # one point: the GEMM's knobs do not apply
+            return None if all(pt[k] == v for k, v in gemm.items()) else "the direct kernel has no GEMM knobs"
+        return gemm_legal(pt, oh * ow, fast)
+
+    return Space((Knob("algo", ("direct", "gemm"), "scalar direct convolution or im2col + GEMM"),
+                  *gemm_knobs(ctx.target, kq)), default, legal)
+
+
+@register("conv2d", space=conv_space)
 def conv(ctx: KernelContext) -> KernelCode:
+    if ctx.schedule.get("algo") == "gemm":
+        return _conv_gemm(ctx, ctx.params())
+    return direct(ctx)
+
+
+def direct(ctx: KernelContext) -> KernelCode:
+    """The scalar kernels of conv2d and depthwise_conv2d (float32 and int8): the weight sums folded at
+    compile time for interior windows (`_fast_int8`), TFLite's loop form otherwise."""
     p: Conv2DParams = ctx.params()
     if p.dtype not in ("float32", "int8"):
         raise ctx.error(f"no {ctx.node.op} kernel for dtype {p.dtype}")
@@ -77,7 +132,7 @@ def _params_f32(p: Conv2DParams) -> str:
             f"const float act_max = {c_literal(p.act_max, 'float32')};\n")
 
 
-def _accumulator_bound(ctx: KernelContext, p: Conv2DParams) -> str:
+def accumulator_bound(ctx: KernelContext, p: Conv2DParams) -> str:
     """A comment proving the int32 accumulator cannot overflow (from the actual weights and biases when they
     are constants); a CompileError when it could."""
     xmax = max(127 - p.input_zero_point, 128 + p.input_zero_point)  # largest |x - input_zp|
@@ -158,10 +213,25 @@ def _finish(ctx: KernelContext, body: str) -> str:
 
 # --- conv2d ----------------------------------------------------------------------------------------------------
 
+def _conv_gemm(ctx: KernelContext, p: Conv2DParams) -> KernelCode:
+    n_out = p.output_shape[3]
+    w_t = ctx.in_tensor(1)
+    assert w_t is not None and w_t.data is not None
+    bound = accumulator_bound(ctx, p)  # raises when the int32 accumulator could overflow
+    n, _, _, _ = p.input_shape
+    _, oh, ow, _ = p.output_shape
+    body, scratch, attrs = gemm_kernel_body(
+        ctx, ctx.schedule, _window(p), n, oh, ow, w_t.data.reshape(n_out, -1),
+        ctx.inputs[2] if p.has_bias else None, p.rounding, p.multiplier, p.shift, p.input_zero_point,
+        p.output_zero_point, int(p.act_min), int(p.act_max), ctx.inputs[0], ctx.outputs[0], bound + "\n",
+        per_channel=w_t.quant is not None and w_t.quant.per_channel and len(w_t.quant.scale) > 1)
+    return KernelCode(body=body, scratch_bytes=scratch, attributes=attrs)
+
+
 def _conv2d(ctx: KernelContext, p: Conv2DParams) -> KernelCode:
     ay, ax = _axes(p)
     if p.dtype == "int8":
-        comment = _params_int8(p) + _accumulator_bound(ctx, p) + "\n"
+        comment = _params_int8(p) + accumulator_bound(ctx, p) + "\n"
     else:
         comment = _params_f32(p)
     body = comment + _pixel_loops(p, ay, ax, _conv2d_inner(ctx, p)) + "\nreturn 0;"
@@ -222,7 +292,7 @@ def _depthwise(ctx: KernelContext, p: Conv2DParams) -> KernelCode:
         xv = "(int32_t)xp[ic] + input_offset"
         wv = "(int32_t)wp"
         epilogue = _epilogue_int8(ctx, p, "v", "oc", "yp[oc]")
-        comment = _params_int8(p) + _accumulator_bound(ctx, p) + "\n"
+        comment = _params_int8(p) + accumulator_bound(ctx, p) + "\n"
     else:
         acc_t, zero = "float", "0.0f"
         xv, wv = "xp[ic]", "wp"
@@ -267,7 +337,7 @@ for (int32_t oc = 0; oc < {n_out}; ++oc) {{
 # is used unchanged. Both compute the same integer, so the output bits do not depend on the path.
 # No int32 overflow: the interior partial sums are bounded by 128 * sum|w| and `acc_init` by
 # |bias| + 128 * sum|w| (both checked below, else the generic kernel is used), and the final
-# sum + acc_init is the true accumulator, bounded by `_accumulator_bound`.
+# sum + acc_init is the true accumulator, bounded by `accumulator_bound`.
 
 def _fast_int8(ctx: KernelContext, p: Conv2DParams) -> KernelCode | None:
     w_t = ctx.in_tensor(1)
@@ -282,7 +352,7 @@ def _fast_int8(ctx: KernelContext, p: Conv2DParams) -> KernelCode | None:
     init = bias + (-p.input_zero_point) * wsum
     if 128 * int(wabs.max(initial=0)) > INT32_MAX or int(np.abs(init).max(initial=0)) > INT32_MAX:
         return None
-    bound = _accumulator_bound(ctx, p)  # raises when the accumulator itself could overflow
+    bound = accumulator_bound(ctx, p)  # raises when the accumulator itself could overflow
     init_tab = ctx.table("int32_t", init, "acc_init")
     ay, ax = _axes(p)
     multi = p.op == "depthwise_conv2d" and 1 < p.depth_multiplier <= MAX_REGISTER_MULTIPLIER

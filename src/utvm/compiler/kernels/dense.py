@@ -10,6 +10,16 @@ import numpy as np
 
 from utvm.compiler.kernels import KernelCode, KernelContext, c_literal, multipliers_pm, offset_term, register
 from utvm.compiler.kernels._dot import dot_run
+from utvm.compiler.kernels._gemm import (
+    Requant,
+    Window,
+    gemm_default,
+    gemm_kernel_body,
+    gemm_knobs,
+    gemm_legal,
+    pad4,
+)
+from utvm.compiler.schedule import EMPTY_SPACE, Knob, Schedule, Space
 from utvm.ops.dense import DenseParams
 
 INT32_MAX = (1 << 31) - 1
@@ -40,9 +50,70 @@ def _acc_init(ctx: KernelContext, p: DenseParams) -> np.ndarray | None:
     return init
 
 
-@register("dense")
+def _gemm_bound(ctx: KernelContext, p: DenseParams) -> str | None:
+    """The accumulator bound comment when int8 dense can run as a GEMM (constant weights with zero point 0,
+    constant bias, |acc| < 2^31 for any order of the sum); None when it cannot."""
+    w_t = ctx.in_tensor(1)
+    b_t = ctx.in_tensor(2) if p.has_bias else None
+    if p.dtype != "int8" or p.weight_zero_point != 0 or w_t is None or w_t.data is None:
+        return None
+    if p.has_bias and (b_t is None or b_t.data is None):
+        return None
+    wabs = np.abs(w_t.data.astype(np.int64).reshape(p.units, p.k)).sum(axis=1)
+    bias = np.abs(b_t.data.astype(np.int64).reshape(-1)) if b_t is not None and b_t.data is not None else 0
+    xmax = max(127 - p.input_zero_point, 128 + p.input_zero_point)
+    worst = int((xmax * wabs + bias).max(initial=0))
+    if worst > INT32_MAX:
+        return None
+    return (f"/* The int32 accumulator cannot overflow: |acc| <= {xmax} * (sum |w| of each output) + |bias| <= "
+            f"{worst} < 2^31, whatever the order of the sum. */\n")
+
+
+def dense_space(ctx: KernelContext) -> Space:
+    """int8 dense: `algo` direct (weight sums folded, unrolled dot products) or gemm (the input row widened
+    once, `oc_block` rows per block, SIMD on DSP targets; utvm.compiler.kernels._gemm)."""
+    p: DenseParams = ctx.params()
+    if p.op != "dense" or _gemm_bound(ctx, p) is None:
+        return EMPTY_SPACE
+    kq = pad4(p.k) // 4
+    fast = Requant.fast_reason(p.rounding, p.multiplier, p.shift, ctx.target)
+    # Layers of one workload share one GEMM function by default (dense layers carry little compute for their
+    # code: a call per layer costs ~2%, each copy of the code ~400 bytes on Cortex-M4).
+    gemm = {**gemm_default(ctx.target, kq, p.units, 1, fast), "share": ctx.task_count > 1}
+    default = {"algo": "gemm" if ctx.target.dsp else "direct", **gemm}
+
+    def legal(pt: Schedule) -> str | None:
+        if pt["algo"] == "direct":
+            return None if all(pt[k] == v for k, v in gemm.items()) else "the direct kernel has no GEMM knobs"
+        return gemm_legal(pt, 1, fast)
+
+    return Space((Knob("algo", ("direct", "gemm"), "scalar dot products or the GEMM"),
+                  *gemm_knobs(ctx.target, kq)), default, legal)
+
+
+def _per_channel(ctx: KernelContext) -> bool:
+    """Whether the weights are quantized per output (a workload property: all layers of a task agree)."""
+    q = ctx.in_tensor(1).quant if ctx.in_tensor(1) is not None else None  # type: ignore[union-attr]
+    return q is not None and q.per_channel and len(q.scale) > 1
+
+
+def _dense_gemm(ctx: KernelContext, p: DenseParams) -> KernelCode:
+    bound = _gemm_bound(ctx, p)
+    w_t = ctx.in_tensor(1)
+    assert bound is not None and w_t is not None and w_t.data is not None
+    body, scratch, attrs = gemm_kernel_body(
+        ctx, ctx.schedule, Window(1, 1, p.k), p.batch, 1, 1, w_t.data.reshape(p.units, p.k),
+        ctx.inputs[2] if p.has_bias else None, p.rounding, p.multiplier, p.shift, p.input_zero_point,
+        p.output_zero_point, int(p.act_min), int(p.act_max), ctx.inputs[0], ctx.outputs[0], bound,
+        per_channel=_per_channel(ctx))
+    return KernelCode(body=body, scratch_bytes=scratch, attributes=attrs)
+
+
+@register("dense", space=dense_space)
 def dense(ctx: KernelContext) -> KernelCode:
     p = ctx.params()
+    if ctx.schedule.get("algo") == "gemm":
+        return _dense_gemm(ctx, p)
     x, w, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     if p.dtype == "float32":
         bias = ctx.inputs[2] if p.has_bias else None
