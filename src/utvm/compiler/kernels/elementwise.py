@@ -11,9 +11,18 @@ with 2^31. Writing m = mh * 2^D + ml (0 <= ml < 2^D) gives va * mh + ((va * ml +
 and every term fits int32 (checked here from the actual zero point and multiplier; otherwise the generic
 64-bit helper is used). The output requantization and mul use the `requant_pm` helper (the same function
 for multipliers != INT32_MIN).
+
+That per-element form is `algo = direct` of the int8 space (`binary_space`); `table` reads each input's
+rescale from a 256-entry table and requantizes once (`requant`: c | fast | dbl, `unroll`), `lut` maps the
+other input through one int8 table when one input is a constant single value. See "int8 through tables"
+below for why each is exact.
 """
 
 from __future__ import annotations
+
+import math
+
+import numpy as np
 
 from utvm.compiler.kernels import (
     KernelCode,
@@ -24,6 +33,12 @@ from utvm.compiler.kernels import (
     offset_term,
     register,
 )
+from utvm.compiler.kernels._gemm import Requant
+from utvm.compiler.kernels.depthwise import clamp_store, dbl_requant_helper, local_helper
+from utvm.compiler.schedule import EMPTY_SPACE, Knob, Schedule, Space
+from utvm.ops import _quant
+from utvm.ops import elementwise as ew_op
+from utvm.ops.elementwise import ElementwiseParams
 
 _C_OPS = {"add": "+", "sub": "-", "mul": "*"}
 INT32_MAX = (1 << 31) - 1
@@ -63,8 +78,19 @@ def rescale_input_stmts(dst: str, va: str, zero_point: int, left_shift: int, mul
     return f"const int32_t {dst} = {expr};"
 
 
-@register("add", "sub", "mul")
+@register("add", "sub", "mul", space=lambda ctx: binary_space(ctx))
 def binary(ctx: KernelContext) -> KernelCode:
+    algo = ctx.schedule.get("algo", "direct")
+    if algo == "table":
+        return _table_kernel(ctx, ctx.params(), ctx.schedule)
+    if algo == "lut":
+        return _lut_kernel(ctx, ctx.params(), ctx.schedule)
+    return direct(ctx)
+
+
+def direct(ctx: KernelContext) -> KernelCode:
+    """The per-element kernels (float32 and int8): int8 add/sub rescale both inputs in 32-bit C
+    (`rescale_input_stmts`), then requantize their sum."""
     p = ctx.params()
     a, b, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     op = _C_OPS[ctx.node.op]
@@ -100,3 +126,209 @@ def binary(ctx: KernelContext) -> KernelCode:
     # An input with the output's shape is read at index io only, just before out[io] is written.
     inplace = tuple(i for i, s in enumerate((p.a_shape, p.b_shape)) if tuple(s) == tuple(p.output_shape))
     return KernelCode(body=loops + "\nreturn 0;", inplace=inplace)
+
+
+# --- int8 through tables ------------------------------------------------------------------------------------
+#
+# int8 add/sub: each input's rescale a' = MBQM((a - zp_a) << 20, m_a, e_a) is a function of one int8 value,
+# so a 256-entry int32 table per input (computed at compile time by utvm.ops' own fixed-point code, indexed
+# by the input's byte) replaces it exactly (KERNELS.md §4.9, §5.6); sub stores -b'. Only the output
+# requantization MBQM(a' +/- b', m_o, e_o) runs per element. int8 mul: the tables hold a - zp_a and
+# b - zp_b (TFLite's int32 product (a - zp_a) * (b - zp_b) needs no table, but the lookups are as cheap as
+# the subtractions and carry the doubling below for free).
+# Requantization (`requant`): "c" / "fast" are _gemm.Requant's exact forms; "dbl" (DSP, double rounding) stores
+# 2 * a' (add/sub) or 2 * (a - zp_a) (mul) and computes SaturatingRoundingDoublingHighMul(x, m) as
+# SMMULR(2 * x, m) (utvm.compiler.kernels.depthwise.dbl_requant_helper, the output zero point folded in).
+# No int32 overflow: the sum (product) of the largest table magnitudes is checked at compile time to stay
+# below 2^31 (2^30 when doubled); otherwise the point is not legal.
+# `algo = lut`, when one input is a constant holding a single value (a scalar, or broadcast from one element):
+# the output is a function of the other input's byte only, so one 256-entry int8 table computed by the op's
+# reference replaces everything (bit-exact by construction).
+
+_INT8_ALL = np.arange(-128, 128, dtype=np.int64)
+
+
+def _by_byte(values: np.ndarray) -> np.ndarray:
+    """Values for the int8 inputs -128..127 (ascending) reordered to be indexed by the input's byte."""
+    out = np.empty(256, dtype=values.dtype)
+    out[_INT8_ALL & 0xFF] = values
+    return out
+
+
+def _tables(p: ElementwiseParams, scale: int) -> tuple[np.ndarray, np.ndarray]:
+    """(table of a, table of b) indexed by byte: the rescaled inputs (add/sub, b negated for sub) or the
+    offset inputs (mul), times `scale`."""
+    va, vb = _INT8_ALL - p.a_zero_point, _INT8_ALL - p.b_zero_point
+    if p.op == "mul":
+        ta, tb = va, vb
+    else:
+        mbqm = _quant.multiply_by_quantized_multiplier
+        ta = mbqm(va << p.left_shift, p.a_multiplier, p.a_shift, p.rounding)
+        tb = mbqm(vb << p.left_shift, p.b_multiplier, p.b_shift, p.rounding)
+        if p.op == "sub":
+            tb = -tb
+    # mul: the doubling goes on one factor only
+    return _by_byte(ta * scale), _by_byte(tb * (1 if p.op == "mul" else scale))
+
+
+def _raw_bound(p: ElementwiseParams) -> int:
+    """The largest |a' +/- b'| (add/sub) or |(a - zp_a) * (b - zp_b)| (mul) over all int8 inputs."""
+    ta, tb = _tables(p, 1)
+    if p.op == "mul":
+        return int(np.abs(ta).max() * np.abs(tb).max())
+    return int(np.abs(ta).max() + np.abs(tb).max())
+
+
+def _single_value(ctx: KernelContext, p: ElementwiseParams) -> int | None:
+    """The input (0 or 1) that is a constant holding one value (broadcast to the output), if one is."""
+    for i, sh in enumerate((p.a_shape, p.b_shape)):
+        t = ctx.in_tensor(i)
+        if math.prod(sh) == 1 and t is not None and t.data is not None:
+            return i
+    return None
+
+
+def _dbl_reason(ctx: KernelContext, p: ElementwiseParams) -> str | None:
+    if not ctx.target.dsp:
+        return f"{ctx.target.name} has no SMMULR (DSP extension)"
+    if p.rounding != "double":
+        return "it implements double rounding only"
+    if p.output_shift > -1:
+        return "a left or zero output shift (it needs a right shift of at least 1)"
+    if p.output_multiplier < 0:
+        return "a negative multiplier"
+    if 2 * _raw_bound(p) >= 1 << 31:
+        return "twice the largest sum does not fit int32"
+    return None
+
+
+def binary_space(ctx: KernelContext) -> Space:
+    """int8 add/sub/mul: `algo` direct (per element), table (256-entry input tables + one requantization)
+    or lut (one input is a single value: one int8 output table), `requant` and `unroll` for table."""
+    p: ElementwiseParams = ctx.params()
+    if p.dtype != "int8":
+        return EMPTY_SPACE
+    table_ok = _raw_bound(p) < 1 << 31
+    single = _single_value(ctx, p)
+    fast = Requant.fast_reason(p.rounding, [p.output_multiplier], [p.output_shift], ctx.target)
+    dbl = _dbl_reason(ctx, p)
+    algos = ("direct", "table", "lut")
+    requants = ("c", "fast", "dbl") if ctx.target.dsp else ("c", "fast")
+    knobs = (Knob("algo", algos, "per element, input tables + one requantization, or one output table"),
+             Knob("requant", requants, "output requantization (table): shared helper, asm form, doubled SMMULR"),
+             Knob("unroll", (1, 2, 4), "elements per loop iteration (table, same shapes)"))
+    off = {"algo": "direct", "requant": "c", "unroll": 1}
+    if single is not None:
+        default = {"algo": "lut", "requant": "c", "unroll": 1}
+    elif table_ok:
+        default = {"algo": "table", "requant": "dbl" if dbl is None else ("fast" if fast is None else "c"),
+                   "unroll": 4 if ctx.target.is_cortex_m and _flat(p) else 1}
+    else:
+        default = off
+
+    def legal(pt: Schedule) -> str | None:
+        if pt["algo"] in ("direct", "lut"):
+            if pt["algo"] == "lut" and single is None:
+                return "lut needs an input holding a single value"
+            return None if pt["requant"] == "c" and pt["unroll"] == 1 else f"{pt['algo']} has no other knobs"
+        if not table_ok:
+            return "the sum of the input tables could overflow int32"
+        if pt["requant"] == "fast" and fast is not None:
+            return f"requant fast: {fast}"
+        if pt["requant"] == "dbl" and dbl is not None:
+            return f"requant dbl: {dbl}"
+        if pt["unroll"] > 1 and not _flat(p):
+            return "unroll is for inputs of the output's shape"
+        return None
+
+    return Space(knobs, default, legal)
+
+
+def _flat(p: ElementwiseParams) -> bool:
+    out = tuple(p.output_shape)
+    return tuple(p.a_shape) == out and tuple(p.b_shape) == out
+
+
+def _table_kernel(ctx: KernelContext, p: ElementwiseParams, s: Schedule) -> KernelCode:
+    dbl = s["requant"] == "dbl"
+    ta, tb = _tables(p, 2 if dbl else 1)
+    bound = _raw_bound(p) * (2 if dbl else 1)
+    assert bound < 1 << 31
+    ta_name, tb_name = ctx.table("int32_t", ta, "ta"), ctx.table("int32_t", tb, "tb")
+    tab_a, tab_b = "tab_a", "tab_b"
+    a, b, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    lo, hi = int(p.act_min), int(p.act_max)
+    dsp = ctx.target.dsp
+    if dsp:
+        ctx.require_dsp()
+    what = "a' - b'" if p.op == "sub" else ("(a - zp_a) * (b - zp_b)" if p.op == "mul" else "a' + b'")
+    head = [f"/* {what}{' (doubled)' if dbl else ''} from 256-entry tables; |raw| <= {bound} < 2^31: no int32 "
+            "overflow. */"]
+    # each table in its own base register (GCC would otherwise address one from the other's, an add more)
+    opaque = local_helper(ctx, "TVM_OPAQUE_PTR")
+    head += [f"const int32_t* tab_a = {ta_name};", f"const int32_t* tab_b = {tb_name};", f"{opaque}(tab_a);",
+             f"{opaque}(tab_b);"]
+    if dbl:
+        fn = dbl_requant_helper(ctx, p.output_zero_point)
+        head.append(f"const int32_t rq_m = {p.output_multiplier};\nconst int32_t rq_n = {-p.output_shift};")
+        zp = 0
+    else:
+        rq = Requant(ctx, s["requant"], p.rounding, [p.output_multiplier], [p.output_shift])
+        head.append(rq.setup.rstrip("\n"))
+        zp = p.output_zero_point
+
+    def element(ia: str, ib: str, io: str, v: str) -> str:
+        combine = "*" if p.op == "mul" else "+"
+        lines = [f"int32_t {v} = {tab_a}[(uint8_t){a}[{ia}]] {combine} {tab_b}[(uint8_t){b}[{ib}]];"]
+        lines.append(f"{v} = {fn}({v}, rq_m, rq_n);" if dbl else rq.stmt(v, "0"))
+        return "\n".join(lines + [clamp_store(v, zp, lo, hi, f"{y}[{io}]", dsp)])
+
+    size = math.prod(p.output_shape)
+    if _flat(p):
+        u = s["unroll"]
+        main = size // u * u
+        blk = "\n".join("{\n" + _indent(element(f"i + {j}", f"i + {j}", f"i + {j}", "v")) + "\n}"
+                        for j in range(u))
+        loop = f"for (int32_t i = 0; i < {main}; i += {u}) {{\n{_indent(blk)}\n}}" if main else ""
+        tail = "\n".join("{\n" + _indent(element(str(i), str(i), str(i), "v")) + "\n}" for i in range(main, size))
+        body = "\n".join(x for x in (loop, tail) if x)
+    else:
+        body = broadcast_loops(p.output_shape, [p.a_shape, p.b_shape], element("ia", "ib", "io", "v"), ["ia", "ib"])
+    inplace = tuple(i for i, sh in enumerate((p.a_shape, p.b_shape)) if tuple(sh) == tuple(p.output_shape))
+    return KernelCode(body="\n".join(h for h in head if h) + "\n" + body + "\nreturn 0;", inplace=inplace)
+
+
+def _lut_kernel(ctx: KernelContext, p: ElementwiseParams, s: Schedule) -> KernelCode:
+    single = _single_value(ctx, p)
+    assert single is not None
+    other = 1 - single
+    t = ctx.in_tensor(single)
+    assert t is not None and t.data is not None
+    xs = _INT8_ALL.astype(np.int8)
+    k = np.full(256, np.asarray(t.data).reshape(-1)[0], np.int8)
+    args = (xs, k) if single == 1 else (k, xs)
+    lut = _by_byte(np.asarray(ew_op.reference(_flat_params(p), *args)).astype(np.int64).reshape(-1))
+    table = ctx.table("int8_t", lut, "lut")
+    x, y = ctx.inputs[other], ctx.outputs[0]
+    shape = (p.a_shape, p.b_shape)[other]
+    body = [f"/* {p.op} with a constant single-valued input: the output is a function of the other input's "
+            "byte (the op's reference on every value). */"]
+    if tuple(shape) == tuple(p.output_shape):
+        body.append(f"for (int32_t i = 0; i < {math.prod(p.output_shape)}; ++i) {{\n"
+                    f"  {y}[i] = {table}[(uint8_t){x}[i]];\n}}")
+    else:
+        body.append(broadcast_loops(p.output_shape, [shape], f"{y}[io] = {table}[(uint8_t){x}[ix]];", ["ix"]))
+    inplace = (other,) if tuple(shape) == tuple(p.output_shape) else ()
+    return KernelCode(body="\n".join(body) + "\nreturn 0;", inplace=inplace)
+
+
+def _flat_params(p: ElementwiseParams) -> ElementwiseParams:
+    """p for two 256-element vectors (the reference evaluated on every value)."""
+    from dataclasses import replace
+
+    return replace(p, a_shape=(256,), b_shape=(256,), output_shape=(256,))
+
+
+def _indent(text: str, levels: int = 1) -> str:
+    pad = "  " * levels
+    return "\n".join(pad + ln if ln else ln for ln in text.splitlines())
