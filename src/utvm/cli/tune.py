@@ -1,0 +1,109 @@
+"""`utvm tune MODEL --platform P -o LOG.jsonl`: search operator schedules by timing candidates on a device.
+
+    utvm tune kws_ref_model.tflite --platform qemu-cortex-m4 --rounding double -o kws.jsonl
+    utvm compile kws_ref_model.tflite --target cortex-m4 --rounding double --tuning-log kws.jsonl
+    utvm tune --summary kws.jsonl
+
+The model's tasks (distinct workloads of kernels with a schedule space) are tuned one after another: the
+kernel's default point first, then the strategy's proposals, --batch candidates per evaluation firmware,
+until --trials points of the task are measured. Each candidate's output is checked bit-exact against the
+reference before it is timed with the device's time evaluator (QEMU: instructions under -icount; host:
+seconds); a wrong candidate, one that fails to build, or one that hangs (--timeout) or crashes the device
+is logged with its error and never chosen (the device is restarted and tuning goes on).
+
+Every measured candidate is appended to LOG at once (JSON lines; an existing log is appended to, never
+replaced): Ctrl-C keeps what was measured, and running the same command again resumes, skipping every
+(task, schedule) already in the log. Progress goes to stderr, one line per batch; the table of default vs
+best per task goes to stdout. Apply the log with `--tuning-log LOG` on compile, run, deploy or size, with
+the same --target (or --platform) and --rounding: task keys include both.
+
+Strategies: grid (every legal point in order), random (seeded sampling), model (a learned cost model,
+gradient-boosted trees on the knobs; needs `pip install 'utvm[tune]'`), auto (the default: model when
+scikit-learn is installed, else random; the first progress line says which).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from utvm.cli import _args as A
+from utvm.cli._progress import progress_printer
+from utvm.errors import UsageError
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    from utvm.tune.driver import DEFAULT_BATCH, DEFAULT_STRATEGY, DEFAULT_TIMEOUT_S, DEFAULT_TRIALS
+    from utvm.tune.strategy import AUTO, STRATEGIES
+
+    p = subparsers.add_parser("tune", help="tune operator schedules on a device (writes a tuning log)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", nargs="?", help="a .tflite or .onnx model")
+    p.add_argument("--platform", default="host", type=A.platform_name, help="where to measure (default: host)")
+    p.add_argument("-o", "--output", metavar="LOG.jsonl", type=A.nonempty_path,
+                   help="the tuning log to append to (created if missing)")
+    p.add_argument("--trials", type=A.positive_int, default=DEFAULT_TRIALS,
+                   help=f"points measured per task, the default point included (default: {DEFAULT_TRIALS}; "
+                        "fewer when a space has fewer legal points)")
+    p.add_argument("--strategy", choices=(AUTO, *STRATEGIES), default=DEFAULT_STRATEGY,
+                   help="how to choose candidates: grid, random, model (a learned cost model; needs the `tune` "
+                        "extra) or auto (model when it is installed, else random; the default)")
+    p.add_argument("--batch", type=A.positive_int, default=DEFAULT_BATCH,
+                   help=f"candidates per evaluation firmware (default: {DEFAULT_BATCH})")
+    p.add_argument("--timeout", type=A.positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="S",
+                   help=f"seconds a call on the device may take before the candidate counts as hung "
+                        f"(default: {DEFAULT_TIMEOUT_S:g})")
+    p.add_argument("--seed", type=A.seed, default=0, help="seed of the search and of the check inputs (default 0)")
+    p.add_argument("--target", type=A.target_name, default=None,
+                   help="the CPU to generate code for (default: the platform's target)")
+    p.add_argument("--rounding", default="single", choices=("single", "double"),
+                   help="requantization rounding the model will be compiled with (part of every task key)")
+    p.add_argument("--summary", metavar="LOG.jsonl", type=A.nonempty_path, default=None,
+                   help="print the default vs best cost of every task in LOG and exit (no tuning)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from utvm.tune.driver import format_summary, summary_of_log
+
+    if args.summary is not None:
+        if args.model is not None or args.output is not None:
+            raise UsageError("--summary LOG prints a log; give no MODEL and no -o with it")
+        print(format_summary(summary_of_log(args.summary)))
+        return 0
+    if args.model is None:
+        raise UsageError("give a MODEL to tune (or --summary LOG to print a tuning log)")
+    if args.output is None:
+        raise UsageError("-o LOG.jsonl is required: the tuning log to append to")
+    return _tune(args)
+
+
+def _tune(args: argparse.Namespace) -> int:
+    from utvm.support.files import check_output_file
+    from utvm.target import get_target, platform_target
+    from utvm.tune.driver import format_duration, format_summary, tune
+    from utvm.tune.strategy import check_strategy
+
+    out = check_output_file(args.output, "-o")
+    model = Path(args.model)
+    if not model.is_file():
+        raise UsageError(f"{model}: no such model file" if not model.exists() else f"{model}: not a model file")
+    cpu = platform_target(args.platform)
+    target = get_target(args.target) if args.target else cpu
+    reason = target.runs_on(cpu)
+    if reason:
+        raise UsageError(f"--target {target.name}: {reason} (platform {args.platform})")
+    check_strategy(args.strategy)  # a missing optional dependency fails before any work
+    say = progress_printer(args.quiet)
+    result = tune(model, out, args.platform, target=target.name, rounding=args.rounding, trials=args.trials,
+                  strategy=args.strategy, batch=args.batch, timeout=args.timeout, seed=args.seed, progress=say)
+    if not result.tasks:
+        print(f"no operator of {model} has a schedule space on {target.name}: nothing to tune")
+        return 0
+    print(format_summary(result.summaries))
+    print(f"measured {result.measured} candidate(s) in {format_duration(result.seconds)}"
+          + (f", {result.resumed} already in the log" if result.resumed else "")
+          + f"; log {out}")
+    print(f"apply it: utvm compile {model} --target {target.name} --rounding {args.rounding} --tuning-log {out}")
+    return 0

@@ -1,0 +1,238 @@
+"""The tuning driver: every task of a model, measured in batches, logged as it goes (DESIGN.md §11).
+
+    from utvm.tune import tune
+    result = tune("kws_ref_model.tflite", "kws.jsonl", platform="qemu-cortex-m4", rounding="double")
+    print(format_summary(result.summaries))
+
+For each task (`extract_tasks`), in the order its first node runs: the default point first (the baseline),
+then the strategy's proposals, `batch` points per evaluation firmware (`Measurer`), until `trials` points
+of the task are in the log or the space has no legal point left. Each measured candidate is appended to
+the log at once (`log.append`); a re-run reads the log first and skips every (task, schedule) pair it
+holds, with or without an error, so an interrupted run resumes where it stopped and a finished one
+returns at once. Only this driver writes the log.
+
+Progress (through `progress(message)`): per batch, a line `task i/n <description>: done/total trials, best
+<cost> = <ratio>x the default <cost>, errors, ETA <remaining time>`. The ETA is the time per candidate of
+this run so far times the candidates still to measure in this task and the following ones.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import utvm
+from utvm.compiler.schedule import Schedule, describe_workload
+from utvm.errors import UsageError
+from utvm.tune import log as tlog
+from utvm.tune.measure import UNIT_INSTRUCTIONS, CandidateHook, Measurer
+from utvm.tune.strategy import (
+    AUTO,
+    STRATEGIES,
+    check_strategy,
+    legal_points,
+    make_strategy,
+    point_key,
+    resolve_strategy,
+)
+from utvm.tune.tasks import Task, extract_tasks
+
+#: Points measured per task unless told otherwise (fewer when the space has fewer legal points).
+DEFAULT_TRIALS = 64
+#: Candidates per evaluation firmware.
+DEFAULT_BATCH = 16
+#: Seconds the device may take to answer one request (a candidate that takes longer is a hang).
+DEFAULT_TIMEOUT_S = 20.0
+DEFAULT_STRATEGY = "auto"
+
+
+@dataclass
+class TuneResult:
+    tasks: list[Task]
+    summaries: list[tlog.TaskSummary]
+    measured: int  # candidates measured in this run
+    resumed: int  # (task, schedule) pairs found in the log and skipped
+    seconds: float
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+def format_cost(cost: float | None, unit: str) -> str:
+    if cost is None:
+        return "-"
+    if unit == UNIT_INSTRUCTIONS:
+        if cost >= 1e6:
+            return f"{cost / 1e6:.3f} M insn"
+        if cost >= 1e3:
+            return f"{cost / 1e3:.1f} k insn"
+        return f"{cost:.0f} insn"
+    if cost >= 1e-3:
+        return f"{cost * 1e3:.3f} ms"
+    return f"{cost * 1e6:.2f} us"
+
+
+def format_duration(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    if seconds >= 60:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds}s"
+
+
+def format_summary(summaries: Sequence[tlog.TaskSummary]) -> str:
+    """The table `utvm tune` ends with and `utvm tune --summary` prints: per task, default vs best."""
+    if not summaries:
+        return "no task in the log"
+    rows = []
+    for s in summaries:
+        ratio = f"{s.ratio:.3f}" if s.ratio is not None else "-"
+        best = ", ".join(f"{k}={v}" for k, v in s.best.schedule.items()) if s.best else "-"
+        rows.append((s.description, s.target, str(s.trials), str(s.errors),
+                     format_cost(s.default.cost if s.default else None, s.unit),
+                     format_cost(s.best.cost if s.best else None, s.unit), ratio, best))
+    head = ("task", "target", "trials", "errors", "default", "best", "best/default", "best schedule")
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head[:-1])]
+
+    def line(cells: Sequence[str]) -> str:
+        left = [cells[0].ljust(widths[0]), cells[1].ljust(widths[1])]
+        right = [c.rjust(w) for c, w in zip(cells[2:-1], widths[2:], strict=True)]
+        return "  ".join([*left, *right, cells[-1]])
+
+    out = [line(head), "-" * len(line(head))]
+    out += [line(r) for r in rows]
+    ratios = [s.ratio for s in summaries if s.ratio is not None]
+    if ratios:
+        gm = 1.0
+        for r in ratios:
+            gm *= r
+        out.append(f"{len(summaries)} task(s); geometric mean best/default over {len(ratios)}: "
+                   f"{gm ** (1 / len(ratios)):.3f}")
+    return "\n".join(out)
+
+
+def progress_line(ti: int, n: int, task: Task, budget: int, mine: dict[str, tlog.Record], unit: str,
+                  eta_s: float | None) -> str:
+    """`task i/n <description>: done/total trials, best <cost> = <ratio>x the default <cost>, errors, ETA`."""
+    ok = [r for r in mine.values() if r.ok]
+    best = min(ok, key=lambda r: (r.cost, r.schedule_key())) if ok else None
+    dflt = mine.get(point_key(task.space.default))
+    errors = sum(1 for r in mine.values() if not r.ok)
+    text = f"task {ti + 1}/{n} {task.description}" + (f" (x{task.count})" if task.count > 1 else "")
+    text += f": {min(len(mine), budget)}/{budget} trials"
+    if best is not None:
+        text += f", best {format_cost(best.cost, unit)}"
+        if dflt is not None and dflt.ok and dflt.cost:
+            text += f" = {best.cost / dflt.cost:.3f}x the default {format_cost(dflt.cost, unit)}"  # type: ignore[operator]
+    if errors:
+        text += f", {errors} error(s)"
+    if eta_s is not None:
+        text += f", ETA {format_duration(eta_s)}"
+    return text
+
+
+def task_seed(seed: int, key: str) -> int:
+    """The strategy seed of one task: the run's seed and the task key (stable across runs)."""
+    return (int(seed) * 1_000_003 + zlib.crc32(key.encode())) & 0xFFFFFFFF
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def tune(model: Any, log_path: str | os.PathLike[str], platform: str = "host", *, target: str | None = None,
+         rounding: str = "single", trials: int = DEFAULT_TRIALS, strategy: str = DEFAULT_STRATEGY,
+         batch: int = DEFAULT_BATCH, timeout: float = DEFAULT_TIMEOUT_S, seed: int = 0,
+         progress: Callable[[str], None] | None = None, on_candidate: CandidateHook | None = None,
+         only: Sequence[str] | None = None, measurer: Measurer | None = None) -> TuneResult:
+    """Tune every task of `model` (a .tflite/.onnx path or an imported Graph) on `platform`, appending to
+    the log at `log_path` (see the module docstring). `target`: the CPU to generate code for (default:
+    the platform's). `strategy`: grid, random, model or auto (model when scikit-learn is installed, else
+    random). `only`: task keys to tune (default: all). `on_candidate(session, index, schedule)`
+    runs before each candidate is measured (tests use it to kill the device)."""
+    say = progress or (lambda _m: None)
+    if strategy not in (*STRATEGIES, AUTO):
+        raise UsageError(f"unknown strategy {strategy!r}; choose one of {', '.join((AUTO, *STRATEGIES))}")
+    strategy = resolve_strategy(strategy)
+    for label, v in (("trials", trials), ("batch", batch)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise UsageError(f"{label} must be an integer >= 1, got {v!r}")
+    check_strategy(strategy)
+    path = tlog.check_writable(log_path)
+    records = tlog.read(path)  # a bad log fails before any work
+    m = measurer or Measurer(platform, target, timeout=timeout, seed=seed, on_candidate=on_candidate,
+                             progress=lambda msg: None)
+    t_start = time.monotonic()
+    say(f"extracting tasks for {m.target} (rounding {rounding})")
+    tasks = extract_tasks(model, m.target, rounding)
+    if only is not None:
+        unknown = sorted(set(only) - {t.key for t in tasks})
+        if unknown:
+            raise UsageError(f"the model has no task {', '.join(unknown)}")
+        tasks = [t for t in tasks if t.key in set(only)]
+    say(f"{len(tasks)} task(s) on {m.platform_name} (target {m.target}); costs in {m.unit}; "
+        f"{trials} trials per task, {strategy} search, {batch} candidates per firmware; log {path}")
+
+    # What the log already holds, per task (only points of the task's current space count).
+    done: dict[str, dict[str, tlog.Record]] = {t.key: {} for t in tasks}
+    for r in records:
+        if r.task in done and r.target == m.target and r.unit == m.unit:  # another clock: measured again
+            done[r.task].setdefault(r.schedule_key(), r)
+    budgets = []
+    for t in tasks:
+        legal = legal_points(t.space)
+        budgets.append(min(trials, len(legal)) if legal is not None else trials)
+    resumed = sum(min(len(done[t.key]), b) for t, b in zip(tasks, budgets, strict=True))
+    clock = {"measured": 0, "seconds": 0.0}  # this run's candidates and the time they took
+
+    for ti, (task, budget) in enumerate(zip(tasks, budgets, strict=True)):
+        space = task.space
+        mine = {k: r for k, r in done[task.key].items() if space.check(r.schedule) is None}
+        history = [(dict(r.schedule), r.cost if r.ok else None) for r in mine.values()]
+        strat = make_strategy(strategy, space, task_seed(seed, task.key), history)
+        default_key = point_key(space.default)
+
+        def line(task: Task = task, ti: int = ti, budget: int = budget, mine: dict = mine) -> str:
+            later = sum(max(0, b - len(done[t.key])) for t, b in zip(tasks[ti + 1:], budgets[ti + 1:], strict=True))
+            left = max(0, budget - len(mine)) + later
+            eta = left * clock["seconds"] / clock["measured"] if clock["measured"] else None
+            return progress_line(ti, len(tasks), task, budget, mine, m.unit, eta)
+
+        say(line())
+        while len(mine) < budget:
+            want = min(batch, budget - len(mine))
+            points: list[Schedule] = []
+            if default_key not in mine:
+                points.append(dict(space.default))
+                strat.seen.add(default_key)
+            points += strat.propose(want - len(points))
+            if not points:
+                break  # every legal point is measured
+            t0 = time.monotonic()
+            for res in m.measure(task, points):
+                rec = tlog.Record(task.key, m.target, dict(res.schedule), res.cost, res.unit, res.error,
+                                  utvm.__version__, dict(task.workload), _now(),
+                                  point_key(res.schedule) == default_key, m.platform_name, res.code)
+                tlog.append(path, [rec])
+                mine[rec.schedule_key()] = rec
+                done[task.key][rec.schedule_key()] = rec
+                strat.update([(dict(res.schedule), res.cost if res.ok else None)])
+                clock["measured"] += 1
+            clock["seconds"] += time.monotonic() - t0
+            say(line())
+
+    summaries = tlog.summarize([r for k in done for r in done[k].values()], describe_workload)
+    return TuneResult(tasks, summaries, int(clock["measured"]), resumed, time.monotonic() - t_start, dict(m.stats))
+
+
+def summary_of_log(log_path: str | os.PathLike[str]) -> list[tlog.TaskSummary]:
+    """Per task of the log at `log_path`: default vs best (what `utvm tune --summary` prints)."""
+    path = Path(log_path)
+    if not path.exists():
+        raise tlog.TuningLogError(f"tuning log {path}: no such file")
+    return tlog.summarize(tlog.read(path), describe_workload)

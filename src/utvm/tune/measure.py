@@ -1,0 +1,461 @@
+"""Measuring schedule candidates on a device, many per firmware (DESIGN.md §5.4, §11).
+
+    m = Measurer("qemu-cortex-m4", timeout=20.0, seed=0)
+    for result in m.measure(task, [task.space.default, {...}, ...]):   # one firmware per batch
+        print(result.schedule, result.cost, result.unit, result.error)
+
+For one task and a batch of points:
+
+1. Each point is compiled from the task's single-node graph (`compile(task.graph, model_name=f"c{i}",
+   target=..., schedules={task.key: point}, passes=False)`, packed convention). A point the kernel refuses
+   or fails to emit is a candidate with an error; so is one whose operator is not the task's.
+2. The candidates' operator files go into ONE evaluation firmware with a system library generated here
+   (one const `TVMFuncRegistry` naming every candidate's operator, `TVMSystemLibEntryPoint`), built with the
+   platform's own `build` (its compiler, its flags). If the build fails, the candidates the compiler names
+   are taken out (each logged with its first error line) and the rest rebuilt; a failure that names none
+   (e.g. the link) is bisected, so one bad candidate never costs the batch. Batches are also split so that
+   the candidates' constants stay under MAX_FIRMWARE_CONSTANT_BYTES (flash).
+3. On the device: the task's inputs (seeded random over each dtype's range) are uploaded once per boot.
+   Per candidate: its outputs are filled with random bytes on the device (`tvm.contrib.random.random_fill`,
+   so a candidate that skips an element cannot pass on a predecessor's result), the operator is called,
+   the outputs are downloaded and compared bit-exactly with `utvm.ir.run_reference` of the task's graph
+   (float outputs: within utvm.evaluate's tolerance); a wrong candidate gets an error and is never timed.
+   A right one is timed with the device's time evaluator (`runtime.RPCTimeEvaluator`): on a platform
+   with an instruction-counting clock (QEMU under -icount: `instructions_per_second`) one repeat, and the
+   cost is in instructions (deterministic); elsewhere the median of HOST_REPEATS repeats, in seconds.
+4. A device that does not answer within `timeout` (a candidate that hangs) or whose link closes or resets
+   (a candidate that crashes it) costs that candidate, logged as "the device hung/crashed ..."; the
+   firmware is started again, the inputs uploaded again, and the batch goes on with the next candidate.
+
+Results are yielded one by one, as they are known, so the caller can log each at once (Ctrl-C loses
+nothing measured). The batch firmware is removed from utvm's build cache once measured (it is never
+reused; a tuning run would otherwise leave hundreds of them).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+import warnings
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from utvm.compiler.schedule import Schedule
+from utvm.errors import (
+    BuildError,
+    LinkClosedError,
+    ProtocolError,
+    RemoteError,
+    SessionError,
+    SessionTimeoutError,
+    TransportError,
+    UsageError,
+)
+from utvm.tune.tasks import Task
+
+UNIT_INSTRUCTIONS = "instructions"
+UNIT_SECONDS = "seconds"
+#: Repeats of the time evaluator where time is wall-clock (the host): the median is the cost.
+HOST_REPEATS = 5
+#: Each host repeat runs the operator until it has taken at least this long (short operators).
+HOST_MIN_REPEAT_MS = 2
+#: The constants (weights, tables) of one firmware's candidates stay under this (QEMU boards: 4 MiB flash).
+MAX_FIRMWARE_CONSTANT_BYTES = 1 << 20
+SYSTEM_LIB_NAME = "tvmgen_tune_system_lib.c"
+_ERROR_LINE = re.compile(r"tvmgen_c(\d+)_ops\.c:\d+(?::\d+)?: (?:fatal )?error: (.*)")
+
+#: What runs before each candidate is measured: (session, candidate index in the batch, schedule).
+CandidateHook = Callable[[Any, int, Schedule], None]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """The outcome of one candidate: a cost (in `unit`) or an error (a one-line reason)."""
+
+    schedule: Schedule
+    cost: float | None
+    unit: str
+    error: str | None
+    #: machine code bytes the schedule puts in the model's firmware (utvm.tune.codesize; None: unknown)
+    code: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.cost is not None
+
+
+@dataclass
+class _Candidate:
+    index: int
+    schedule: Schedule
+    compiled: Any = None  # CompiledModel
+    error: str | None = None
+    code: Any = None  # a Future of utvm.tune.codesize.code_bytes
+
+    @property
+    def op(self) -> Any:  # OperatorInfo
+        return self.compiled.operators[0]
+
+    @property
+    def source_name(self) -> str:
+        return f"tvmgen_c{self.index}_ops.c"
+
+
+def one_line(text: str, limit: int = 400) -> str:
+    s = " ".join(str(text).split())
+    return s if len(s) <= limit else s[:limit - 3] + "..."
+
+
+def random_array(shape: Sequence[int], dtype: str, rng: np.random.Generator) -> np.ndarray:
+    """Values over the whole range of an integer dtype, N(0, 1) for floats, 0/1 for bool."""
+    shape = tuple(int(d) for d in shape)
+    if dtype.startswith("float"):
+        return rng.standard_normal(shape).astype(dtype)
+    if dtype == "bool":
+        return rng.integers(0, 2, shape).astype(np.bool_)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, shape, endpoint=True).astype(dtype)
+
+
+def task_inputs(task: Task, seed: int) -> dict[str, np.ndarray]:
+    """The seeded random inputs of a task's graph (the same for a task and seed on every run)."""
+    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(task.key.encode())])
+    return {name: random_array(task.graph.tensor(name).shape, task.graph.tensor(name).dtype, rng)
+            for name in task.graph.inputs}
+
+
+def compare_outputs(got: Sequence[np.ndarray], want: Sequence[np.ndarray], names: Sequence[str]) -> str | None:
+    """None when `got` is `want` (bit-exact; float within utvm.evaluate's tolerance), else why not."""
+    from utvm.evaluate import compare
+
+    for name, g, w in zip(names, got, want, strict=True):
+        g, w = np.asarray(g), np.asarray(w)
+        if g.shape != w.shape:
+            return f"wrong output: {name} has shape {list(g.shape)}, the reference {list(w.shape)}"
+        if g.dtype.kind == "f":
+            v = compare([g], [w])
+            if not v.ok:
+                return f"wrong output: {name} differs from the reference (max |diff| {v.max_abs_err:.3g})"
+            continue
+        if not np.array_equal(g, w.astype(g.dtype)):
+            bad = int(np.count_nonzero(g != w.astype(g.dtype)))
+            diff = int(np.max(np.abs(g.astype(np.int64) - w.astype(np.int64))))
+            return (f"wrong output: {name} differs from the reference in {bad} of {g.size} elements "
+                    f"(max |diff| {diff})")
+    return None
+
+
+def system_lib_source(functions: Sequence[str]) -> str:
+    """A system library holding the packed operator `functions` (defined in other files): the registry
+    format of utvm.compiler.codegen.system_lib_source, for a batch of candidates."""
+    from utvm.compiler.codegen import PACKED_PARAMS, registry_names_literal
+
+    n = len(functions)
+    out = ["/* The candidates of one tuning batch (generated by utvm.tune.measure). Do not edit. */",
+           "#include <stddef.h>", "#include <stdint.h>", "#include <tvm/runtime/c_runtime_api.h>",
+           "#include <tvm/runtime/crt/error_codes.h>", "#include <tvm/runtime/crt/module.h>", ""]
+    out += [f"int {f}({PACKED_PARAMS});" for f in functions]
+    out += ["", f"static const TVMBackendPackedCFunc tvmgen_tune_funcs[{n}] = {{",
+            ",\n".join(f"  {f}" for f in functions), "};", "",
+            f"static const char tvmgen_tune_func_names[] =\n    {registry_names_literal(functions)};", "",
+            "static const TVMFuncRegistry tvmgen_tune_registry = {tvmgen_tune_func_names, tvmgen_tune_funcs};",
+            "static const TVMModule tvmgen_tune_module = {&tvmgen_tune_registry};", "",
+            "/* Overrides the CRT's weak default: runtime.SystemLib returns this module. */",
+            "const TVMModule* TVMSystemLibEntryPoint(void) {", "  return &tvmgen_tune_module;", "}", ""]
+    return "\n".join(out)
+
+
+def _device_failure(exc: BaseException, timeout: float) -> str:
+    if isinstance(exc, SessionTimeoutError):
+        return f"the device hung: no reply within {timeout:g} s ({one_line(exc, 200)}); the firmware was restarted"
+    return f"the device crashed or reset ({type(exc).__name__}: {one_line(exc, 200)}); the firmware was restarted"
+
+
+#: Errors of the link or the device (not of the candidate's output): the firmware is restarted after one.
+_LINK_ERRORS = (SessionError, TransportError, ProtocolError, LinkClosedError)
+
+
+class Measurer:
+    """Builds and measures candidates on one platform (see the module docstring)."""
+
+    def __init__(self, platform: str | Any = "host", target: str | None = None, timeout: float = 20.0,
+                 seed: int = 0, on_candidate: CandidateHook | None = None,
+                 progress: Callable[[str], None] | None = None, keep_firmware: bool = False) -> None:
+        from utvm.platform import get_platform
+        from utvm.target import get_target, platform_target
+
+        if isinstance(platform, str):
+            self.platform_name = platform
+            self.platform = get_platform(platform)
+            cpu = platform_target(platform)
+            self.target = get_target(target).name if target else cpu.name
+            reason = get_target(self.target).runs_on(cpu)
+            if reason:
+                raise UsageError(f"target {self.target}: {reason} (platform {platform})")
+        else:
+            self.platform = platform
+            self.platform_name = str(getattr(platform, "name", type(platform).__name__))
+            self.target = get_target(target or getattr(platform, "target", "host")).name
+        ips = getattr(self.platform, "instructions_per_second", None)
+        self.instructions_per_second: float | None = float(ips) if ips else None
+        self.unit = UNIT_INSTRUCTIONS if self.instructions_per_second else UNIT_SECONDS
+        self.timeout = float(timeout)
+        self.seed = int(seed)
+        self.on_candidate = on_candidate
+        self.progress = progress or (lambda _m: None)
+        self.keep_firmware = keep_firmware
+        self._reference: dict[str, tuple[dict[str, np.ndarray], list[np.ndarray]]] = {}
+        self.stats = {"firmwares": 0, "restarts": 0, "build_failures": 0}
+
+    # --- 1. compile -----------------------------------------------------------------------------------------
+    def _compile(self, task: Task, index: int, point: Schedule) -> _Candidate:
+        from utvm.compiler import compile as compile_graph
+
+        cand = _Candidate(index, dict(point))
+        reason = task.space.check(point)
+        if reason is not None:
+            cand.error = f"not a point of the task's space: {reason}"
+            return cand
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                compiled = compile_graph(task.graph, model_name=f"c{index}", rounding=task.rounding,
+                                         target=self.target, schedules={task.key: dict(point)}, passes=False,
+                                         task_counts={task.key: task.count})
+        except Exception as exc:  # a kernel that fails on one point costs that point only
+            cand.error = f"compiling the candidate failed: {type(exc).__name__}: {one_line(exc)}"
+            return cand
+        ops = [op for op in compiled.operators if op.task]
+        if len(compiled.operators) != 1 or len(ops) != 1 or ops[0].task != task.key:
+            found = ", ".join(op.task or op.op for op in compiled.operators) or "none"
+            cand.error = f"the candidate's operators ({found}) are not the task {task.key}"
+        elif ops[0].schedule_source != "given":
+            why = "; ".join(one_line(w.message) for w in caught) or "the kernel used its default point"
+            cand.error = f"the kernel refused the schedule: {why}"
+        else:
+            cand.compiled = compiled
+        return cand
+
+    # --- 2. build ---------------------------------------------------------------------------------------------
+    def _build(self, cands: list[_Candidate], failed: list[_Candidate]) -> list[tuple[Path, list[_Candidate]]]:
+        """Firmware for `cands`: [(firmware, its candidates)], one unless a failing build had to be split;
+        candidates that cannot be built are moved to `failed` with their error."""
+        if not cands:
+            return []
+        with tempfile.TemporaryDirectory(prefix="utvm-tune-") as tmp:
+            files = []
+            for c in cands:
+                path = Path(tmp) / c.source_name
+                path.write_text(c.compiled.sources[f"tvmgen_c{c.index}_ops.c"])
+                files.append(path)
+            lib = Path(tmp) / SYSTEM_LIB_NAME
+            lib.write_text(system_lib_source([c.op.name for c in cands]))
+            try:
+                fw = self.platform.build(with_test_functions=False, system_lib_sources=[*files, lib])
+                self.stats["firmwares"] += 1
+                return [(Path(fw), cands)]
+            except BuildError as exc:
+                self.stats["build_failures"] += 1
+                text = str(exc)
+        by_index = {c.index: c for c in cands}
+        named: dict[int, str] = {}
+        for m in _ERROR_LINE.finditer(text):  # compile errors point at a candidate's file
+            if int(m[1]) in by_index:
+                named.setdefault(int(m[1]), m[2])
+        if named or len(cands) == 1:
+            bad = [by_index[i] for i in named] or cands
+            for c in bad:
+                c.error = f"building the candidate failed: {one_line(named.get(c.index) or _first_error(text))}"
+                failed.append(c)
+            return self._build([c for c in cands if c not in bad], failed)
+        half = len(cands) // 2
+        self.progress(f"the firmware of {len(cands)} candidates failed to build; splitting it")
+        return self._build(cands[:half], failed) + self._build(cands[half:], failed)
+
+    def _discard(self, firmware: Path) -> None:
+        """Remove a batch firmware from utvm's build cache (it is never built again)."""
+        if self.keep_firmware:
+            return
+        from utvm.support.cc import cache_dir
+
+        try:
+            rel = firmware.resolve().relative_to(cache_dir().resolve())
+        except ValueError:
+            return  # a platform that builds elsewhere keeps its own files
+        if len(rel.parts) > 1:
+            shutil.rmtree(cache_dir() / rel.parts[0], ignore_errors=True)
+
+    # --- 3. run -----------------------------------------------------------------------------------------------
+    def reference(self, task: Task) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
+        """The task's inputs and its reference outputs (utvm.ir.run_reference), computed once per task."""
+        if task.key not in self._reference:
+            from utvm.ir import run_reference
+
+            inputs = task_inputs(task, self.seed)
+            res = run_reference(task.graph, inputs, rounding=task.rounding)
+            self._reference[task.key] = (inputs, [np.asarray(res[n]) for n in task.graph.outputs])
+        return self._reference[task.key]
+
+    def measure(self, task: Task, points: Sequence[Schedule]) -> Iterator[Measurement]:
+        """Compile, build and measure `points` of `task`; one Measurement per point, each yielded as soon as
+        it is known (candidates that fail to compile or build first)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from utvm.tune.codesize import code_bytes
+
+        inputs, refs = self.reference(task)
+        cands = [self._compile(task, i, p) for i, p in enumerate(points)]
+        for c in cands:
+            if c.error is not None:
+                yield self._result(c)
+        good = [c for c in cands if c.error is None]
+        # Each candidate's code size, measured by the target's compiler while the batch builds and runs.
+        pool = ThreadPoolExecutor(max_workers=2)
+        for c in good:
+            c.code = pool.submit(code_bytes, task, dict(c.schedule), self.target)
+        try:
+            yield from self._measure_batches(task, good, inputs, refs)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _measure_batches(self, task: Task, good: list[_Candidate], inputs: dict[str, np.ndarray],
+                         refs: list[np.ndarray]) -> Iterator[Measurement]:
+        batches: list[list[_Candidate]] = []
+        size = 0
+        for c in good:
+            nbytes = int(c.compiled.constant_bytes)
+            if batches and size + nbytes <= MAX_FIRMWARE_CONSTANT_BYTES:
+                batches[-1].append(c)
+                size += nbytes
+            else:
+                batches.append([c])
+                size = nbytes
+        for batch in batches:
+            failed: list[_Candidate] = []
+            self.progress(f"building {len(batch)} candidate(s) of {task.key} for {self.platform_name}")
+            groups = self._build(batch, failed)
+            for c in failed:
+                yield self._result(c)
+            for firmware, group in groups:
+                try:
+                    yield from self._run(task, firmware, group, inputs, refs)
+                finally:
+                    self._discard(firmware)
+
+    def _result(self, c: _Candidate, cost: float | None = None) -> Measurement:
+        code = c.code.result() if c.code is not None and c.error is None else None
+        return Measurement(dict(c.schedule), None if c.error else cost, self.unit, c.error, code)
+
+    def _start(self, firmware: Path) -> Any:
+        return self.platform.start(firmware, reply_timeout_s=self.timeout)
+
+    def _run(self, task: Task, firmware: Path, cands: list[_Candidate], inputs: dict[str, np.ndarray],
+             refs: list[np.ndarray]) -> Iterator[Measurement]:
+        dev = _Device(self, task, firmware, inputs)
+        try:
+            dev.start()
+            for c in cands:
+                try:
+                    if self.on_candidate is not None:
+                        self.on_candidate(dev.session, c.index, dict(c.schedule))
+                    cost = dev.measure(c, refs)
+                except _LINK_ERRORS as exc:
+                    c.error = _device_failure(exc, self.timeout)
+                    yield self._result(c)
+                    self.stats["restarts"] += 1
+                    dev.restart()
+                    continue
+                yield self._result(c, cost)
+        finally:
+            dev.close()
+
+
+class _Device:
+    """One running batch firmware, with the task's inputs uploaded and its outputs allocated."""
+
+    def __init__(self, measurer: Measurer, task: Task, firmware: Path, inputs: dict[str, np.ndarray]) -> None:
+        self.m = measurer
+        self.task = task
+        self.firmware = firmware
+        self.inputs = inputs
+        self.session: Any = None
+        self.arrays: dict[str, Any] = {}
+        self.outputs: list[Any] = []
+
+    def start(self) -> None:
+        self.session = self.m._start(self.firmware)
+        sess = self.session
+        self.arrays = {name: sess.array(np.ascontiguousarray(a)) for name, a in self.inputs.items()}
+        g = self.task.graph
+        self.outputs = [sess.empty(g.tensor(n).shape, g.tensor(n).dtype) for n in g.outputs]
+        self.fill = sess.get_function("tvm.contrib.random.random_fill")
+        self.lib = sess.system_lib()
+
+    def restart(self) -> None:
+        self.close()
+        self.start()  # a firmware that cannot start again ends the tuning (PlatformError, SessionError)
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close(force=True)
+            self.session = None
+
+    def _restore_inputs(self) -> None:
+        """Upload the inputs again: a wrong or failing kernel may have written over them."""
+        for name, arr in self.arrays.items():
+            arr.copyfrom(np.ascontiguousarray(self.inputs[name]))
+
+    def measure(self, c: _Candidate, refs: list[np.ndarray]) -> float | None:
+        """Check the candidate's output, then time it; sets c.error (and returns None) when it is wrong."""
+        sess, op = self.session, c.op
+        fn = self.lib.get_function(op.name)
+        scratch = None
+        try:
+            if op.scratch_bytes:
+                scratch = sess.empty((op.scratch_bytes,), "uint8")
+            args = [self.arrays[t.name] for t in op.inputs] + list(self.outputs)
+            if scratch is not None:
+                args.append(scratch)
+            for o in self.outputs:
+                self.fill(o)
+            fn(*args)
+            got = [o.numpy() for o in self.outputs]
+            wrong = compare_outputs(got, refs, [t.name for t in op.outputs])
+            if wrong is not None:
+                c.error = wrong
+                self._restore_inputs()
+                return None
+            det = self.m.instructions_per_second is not None
+            repeat, min_ms = (1, 0) if det else (HOST_REPEATS, HOST_MIN_REPEAT_MS)
+            with sess.time_evaluator(op.name, module=self.lib, number=1, repeat=repeat,
+                                     min_repeat_ms=min_ms) as timer:
+                secs = [float(s) for s in timer(*args)]
+            seconds = float(np.median(secs))
+            if det:
+                return float(round(seconds * self.m.instructions_per_second))
+            return seconds
+        except RemoteError as exc:  # the operator returned an error code, or the device refused a request
+            c.error = f"the candidate failed on the device: {one_line(exc)}"
+            self._restore_inputs()
+            return None
+        finally:
+            try:
+                if scratch is not None:
+                    scratch.free()
+                fn.free()
+            except _LINK_ERRORS:
+                pass  # the device is gone: the restart frees everything
+
+
+def _first_error(text: str) -> str:
+    for line in text.splitlines():
+        if "error" in line.lower():
+            return line.strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[0] if lines else "the build failed"
