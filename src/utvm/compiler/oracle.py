@@ -49,8 +49,11 @@ Result = list[list[np.ndarray]]
 #: model kind -> (module the worker imports, package to install, what it is called in messages)
 INTERPRETERS: dict[str, tuple[str, str, str]] = {
     "tflite": ("ai_edge_litert", "ai-edge-litert", "TFLite reference interpreter"),
+    "tflm": ("tflite_micro", "tflite-micro", "TFLite Micro interpreter"),
     "onnx": ("onnxruntime", "onnxruntime", "onnxruntime"),
 }
+#: which interpreter runs a model of each detected kind, when the caller names one (`--oracle`)
+ORACLES: dict[str, str] = {"litert": "tflite", "tflm": "tflm", "onnxruntime": "onnx"}
 
 
 def reference(model: Model, inputs: Inputs, *, kind: str | None = None, timeout: float = 300) -> list[np.ndarray]:
@@ -223,6 +226,37 @@ class _Tflite:
         return [np.array(self.it.get_tensor(i)) for i in self._out]
 
 
+class _Tflm:
+    """TFLite Micro's own kernels (the PyPI `tflite-micro` package), with its signal-library custom ops."""
+
+    def __init__(self, src: dict[str, Any]) -> None:
+        import tflite
+        from tflite_micro.python.tflite_micro import runtime
+
+        content = src["content"] if "content" in src else Path(src["path"]).read_bytes()
+        model = tflite.Model.GetRootAsModel(content, 0)
+        sg = model.Subgraphs(0)
+        n_in, n_out = sg.InputsLength(), sg.OutputsLength()
+        names = []
+        for i in range(n_in):
+            t = sg.Tensors(int(sg.Inputs(i)))
+            names.append(t.Name().decode("utf-8", "replace") if t.Name() else f"input_{i}")
+        # Generous arena: TFLM fails cleanly ("arena too small") rather than corrupting anything.
+        self.it = runtime.Interpreter.from_bytes(content, arena_size=max(1 << 20, 16 * len(content)))
+        self.inputs = []
+        for i in range(n_in):
+            d = self.it.get_input_details(i)
+            self.inputs.append((names[i], np.dtype(d["dtype"]), tuple(int(x) for x in d["shape"])))
+        self.n_out = n_out
+
+    def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        self.it.reset()  # stateful ops (LSTM, SVDF, signal delay lines) start from zero on every input set
+        for i, a in enumerate(arrays):
+            self.it.set_input(np.ascontiguousarray(a), i)
+        self.it.invoke()
+        return [np.array(self.it.get_output(i)) for i in range(self.n_out)]
+
+
 class _Onnx:
     def __init__(self, src: dict[str, Any]) -> None:
         import onnxruntime as ort
@@ -241,7 +275,7 @@ class _Onnx:
         return [np.array(y) for y in self.sess.run(None, feeds)]
 
 
-def _ordered(interp: _Tflite | _Onnx, s: dict[str, Any]) -> list[np.ndarray]:
+def _ordered(interp: _Tflite | _Tflm | _Onnx, s: dict[str, Any]) -> list[np.ndarray]:
     """The arrays of one input set in model order, checked against the model's inputs."""
     names = [name for name, _, _ in interp.inputs]
     if s["by"] == "name":
@@ -262,7 +296,7 @@ def _ordered(interp: _Tflite | _Onnx, s: dict[str, Any]) -> list[np.ndarray]:
 
 
 def _worker_job(job: dict[str, Any]) -> Result:
-    interp = _Tflite(job["model"]) if job["kind"] == "tflite" else _Onnx(job["model"])
+    interp = {"tflite": _Tflite, "tflm": _Tflm, "onnx": _Onnx}[job["kind"]](job["model"])
     return [interp.run(_ordered(interp, s)) for s in job["sets"]]
 
 

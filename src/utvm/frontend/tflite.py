@@ -77,7 +77,11 @@ class _RawOp:
     code: str  # builtin operator name, or "CUSTOM:<code>"
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
+    #: the fields of operator-specific options: the snake_case keys of _OPTION_FIELDS, and every field of
+    #: the builtin options table under its schema getter name (e.g. "BeginMask", "SqueezeDims" as a list)
     options: dict[str, Any] = field(default_factory=dict)
+    #: a CUSTOM operator's options (a flexbuffer for TFLM's custom ops; b"" when absent)
+    custom_options: bytes = b""
 
 
 @dataclass
@@ -127,23 +131,55 @@ _OPTION_FIELDS: dict[str, tuple[str, dict[str, str]]] = {
 _OPTION_FIELDS["MAX_POOL_2D"] = _OPTION_FIELDS["AVERAGE_POOL_2D"]
 
 
+def _option_names() -> dict[int, str]:
+    import tflite
+
+    return {v: k for k, v in vars(tflite.BuiltinOptions).items() if not k.startswith("_") and isinstance(v, int)}
+
+
+def _all_fields(opts: Any) -> dict[str, Any]:
+    """Every scalar and vector field of a builtin options table, by its getter name (vectors as lists)."""
+    out: dict[str, Any] = {}
+    names = [k for k in dir(type(opts)) if k[:1].isupper() and not k.startswith("GetRootAs") and k != "Init"
+             and not k.endswith(("BufferHasIdentifier", "IsNone", "Length"))]
+    for k in names:
+        if k.endswith("AsNumpy"):
+            out[k[:-len("AsNumpy")]] = _np_list(getattr(opts, k)())
+        elif f"{k}AsNumpy" not in names:
+            try:
+                out[k] = getattr(opts, k)()
+            except TypeError:  # a getter that takes an index (vector element, sub-table): not a plain field
+                continue
+    return out
+
+
 def _read_options(op: Any, code: str) -> dict[str, Any]:
     import tflite
 
     spec = _OPTION_FIELDS.get(code)
-    if spec is None:
-        return {}
     table = op.BuiltinOptions()
     if table is None:
-        return {"_missing": True}
-    cls = getattr(tflite, spec[0])
-    opts = cls()
-    opts.Init(table.Bytes, table.Pos)
+        return {"_missing": True} if spec is not None else {}
     out: dict[str, Any] = {}
-    for key, getter in spec[1].items():
-        if hasattr(opts, getter):
-            out[key] = getattr(opts, getter)()
+    type_name = _option_names().get(int(op.BuiltinOptionsType()))
+    cls = getattr(tflite, type_name, None) if type_name else None
+    if cls is not None:
+        opts = cls()
+        opts.Init(table.Bytes, table.Pos)
+        out.update(_all_fields(opts))
+    if spec is not None:
+        opts = getattr(tflite, spec[0])()
+        opts.Init(table.Bytes, table.Pos)
+        for key, getter in spec[1].items():
+            if hasattr(opts, getter):
+                out[key] = getattr(opts, getter)()
     return out
+
+
+def _custom_options(op: Any) -> bytes:
+    if op.CustomOptionsIsNone():
+        return b""
+    return bytes(op.CustomOptionsAsNumpy().tobytes())
 
 
 def _read(buf: bytes) -> _RawModel:
@@ -211,7 +247,8 @@ def _walk(buf: bytes) -> _RawModel:
             raise ModelFormatError(f"operator {i} uses opcode index {idx}; the model has {len(codes)} opcodes")
         code = codes[idx]
         ops.append(_RawOp(i, code, tuple(int(x) for x in _np_list(op.InputsAsNumpy())),
-                          tuple(int(x) for x in _np_list(op.OutputsAsNumpy())), _read_options(op, code)))
+                          tuple(int(x) for x in _np_list(op.OutputsAsNumpy())), _read_options(op, code),
+                          _custom_options(op) if code.startswith("CUSTOM:") else b""))
     desc = model.Description()
     return _RawModel(int(model.Version()), desc.decode("utf-8", "replace") if desc else "", tensors,
                      tuple(int(x) for x in _np_list(sg.InputsAsNumpy())),
@@ -245,11 +282,20 @@ class _Importer:
         self.names: dict[int, str] = {}
         self.nodes: list[Node] = []
         self.op_index = 0
+        self.warned: set[str] = set()
         seen: set[str] = set()
         for t in raw.tensors:
             n = t.name if t.name not in seen else f"{t.name}#{t.index}"
             seen.add(n)
             self.names[t.index] = n
+
+    def warn(self, message: str) -> None:
+        """A quirk imported the way TFLite Micro reads it: said once, as a Python warning (the CLI prints it)."""
+        import warnings
+
+        if message not in self.warned:
+            self.warned.add(message)
+            warnings.warn(message, ImportQuirkWarning, stacklevel=4)
 
     def check_limits(self) -> None:
         """Every tensor of the subgraph against utvm.limits, before anything is converted or allocated."""
@@ -299,8 +345,18 @@ class _Importer:
         if t.scale and dtype != "float32":
             zps = t.zero_point or (0,)
             if len(t.scale) == 1:
+                if t.quantized_dimension and not 0 <= t.quantized_dimension < max(1, len(t.shape)):
+                    # TFLM reads one scale as per-tensor whatever the dimension says (e.g. person_detect's
+                    # rank-1 biases carry quantized_dimension = 3); so do we, and say so.
+                    self.warn(f"tensor {name!r} (index {t.index}): quantized_dimension {t.quantized_dimension} is "
+                              f"outside its rank-{len(t.shape)} shape; read as per-tensor, as TFLite Micro does")
                 quant = Quantization((t.scale[0],), (zps[0],), None)
             else:
+                qd = t.quantized_dimension
+                if len(t.shape) == 1 and not 0 <= qd < 1 and t.shape[0] == len(t.scale):
+                    self.warn(f"tensor {name!r} (index {t.index}): quantized_dimension {qd} of a rank-1 tensor "
+                              "read as 0, as TFLite Micro does")
+                    t = _replace_qdim(t, 0)
                 if not 0 <= t.quantized_dimension < len(t.shape) or t.shape[t.quantized_dimension] != len(t.scale):
                     raise ModelFormatError(f"tensor {name!r}: {len(t.scale)} per-channel scales do not match "
                                            f"dimension {t.quantized_dimension} of shape {list(t.shape)}")
@@ -389,6 +445,16 @@ class _Importer:
                 f"hybrid model: operator {op.index} ({op.code}) applies {tw.dtype} weights {w!r} to float32 "
                 f"activations {x!r}. Hybrid (dynamic-range quantized) models are not supported; use the "
                 "fully int8 or the float32 model")
+
+
+class ImportQuirkWarning(UserWarning):
+    """A model detail TFLite Micro accepts although the schema says otherwise, imported as TFLM reads it."""
+
+
+def _replace_qdim(t: _RawTensor, qdim: int) -> _RawTensor:
+    import dataclasses
+
+    return dataclasses.replace(t, quantized_dimension=qdim)
 
 
 def _check_static(t: _RawTensor, name: str) -> None:
@@ -589,6 +655,34 @@ _CONVERTERS: dict[str, Callable[[_Importer, _RawOp, list[str], list[str]], None]
     "BATCH_MATMUL": _batch_matmul,
 }
 
+Converter = Callable[[_Importer, _RawOp, list[str], list[str]], None]
+
+# Operator families in modules of their own (utvm/frontend/_tflite_<family>.py); each registers its
+# converters with `converter(...)` when imported here.
+_FAMILIES: tuple[str, ...] = ("unary", "binary", "movement", "gather", "reduce", "conv", "recurrent", "signal")
+
+
+def converter(*codes: str) -> Callable[[Converter], Converter]:
+    """Register a converter for TFLite operator codes ("ABS", "CUSTOM:SignalWindow", ...)."""
+
+    def deco(fn: Converter) -> Converter:
+        for code in codes:
+            if code in _CONVERTERS and _CONVERTERS[code] is not fn:
+                raise RuntimeError(f"TFLite operator {code} has two converters")
+            _CONVERTERS[code] = fn
+        return fn
+
+    return deco
+
+
+def _load_families() -> None:
+    import importlib
+
+    for fam in _FAMILIES:
+        importlib.import_module(f"utvm.frontend._tflite_{fam}")
+
+
+_load_families()
 SUPPORTED_OPERATORS = tuple(sorted(_CONVERTERS))
 
 

@@ -88,6 +88,16 @@ OP_MODULES: dict[str, str] = {
     "batch_norm": "batch_norm",
 }
 
+# Op families in modules of their own: each declares `OPS = ("abs", ...)`, the canonical ops it defines
+# (infer/prepare/reference dispatch on node.op inside the module).
+FAMILY_MODULES: tuple[str, ...] = ("unary", "binary", "movement", "gather", "reduction", "transpose_conv",
+                                   "recurrent", "signal")
+for _family in FAMILY_MODULES:
+    for _op in importlib.import_module(f"utvm.ops.{_family}").OPS:
+        if _op in OP_MODULES:
+            raise RuntimeError(f"op {_op!r} is defined by both utvm.ops.{OP_MODULES[_op]} and utvm.ops.{_family}")
+        OP_MODULES[_op] = _family
+
 ACTIVATIONS = ("none", "relu", "relu6", "relu_n1_to_1", "tanh", "sign_bit")
 
 

@@ -77,7 +77,10 @@ DL_TYPES: dict[str, tuple[int, int]] = {
 
 # Modules under utvm.compiler.kernels that register kernels; imported on first use.
 KERNEL_MODULES: tuple[str, ...] = ("shape", "elementwise", "dense", "conv", "depthwise", "pool", "reduce", "softmax",
-                                   "activation", "pad", "quantize", "layout", "matmul", "batch_norm")
+                                   "activation", "pad", "quantize", "layout", "matmul", "batch_norm",
+                                   # the families of utvm.ops.FAMILY_MODULES
+                                   "unary", "binary", "movement", "gather", "reduction", "transpose_conv",
+                                   "recurrent", "signal")
 
 
 @dataclass(frozen=True, slots=True)

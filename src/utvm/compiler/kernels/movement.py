@@ -1,0 +1,3 @@
+"""C kernels of the movement op family (utvm.ops.movement)."""
+
+from __future__ import annotations

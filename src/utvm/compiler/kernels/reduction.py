@@ -1,0 +1,3 @@
+"""C kernels of the reduction op family (utvm.ops.reduction)."""
+
+from __future__ import annotations

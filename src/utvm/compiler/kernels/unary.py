@@ -1,0 +1,3 @@
+"""C kernels of the math op family (utvm.ops.unary)."""
+
+from __future__ import annotations

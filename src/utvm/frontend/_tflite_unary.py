@@ -1,0 +1,3 @@
+"""TFLite import of the unary operator family (registered into utvm.frontend.tflite with `converter`)."""
+
+from __future__ import annotations

@@ -1,0 +1,5 @@
+"""The signal op family (see utvm.ops for the module interface)."""
+
+from __future__ import annotations
+
+OPS: tuple[str, ...] = ()

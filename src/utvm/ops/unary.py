@@ -1,0 +1,5 @@
+"""The unary op family (see utvm.ops for the module interface)."""
+
+from __future__ import annotations
+
+OPS: tuple[str, ...] = ()
