@@ -4,7 +4,8 @@ Every op test of the TFLM-parity work goes through `check_cases`: a list of `Cas
 tests/tflite_builder.py, and optionally how to draw its inputs) is
 
 1. imported with `utvm.frontend.from_tflite` (a failure names the case);
-2. run by TFLM's interpreter on `n_sets` random input sets, all cases in one oracle subprocess;
+2. run by TFLM's interpreter on `n_sets` random input sets, all cases in one oracle subprocess (one
+   interpreter per case, sets run in order without a reset: stateful ops stream, as on the device);
 3. run by utvm's reference interpreter (`utvm.ir.run_reference`, rounding "double" = TFLM's): bit-exact for
    integer outputs, within `rtol` of the output's magnitude for float;
 4. merged side by side into ONE graph (tensor names prefixed by the case index), compiled once per build of
@@ -148,8 +149,9 @@ def prepare(cases: Sequence[Case], *, seed: int = 2026, n_sets: int = 2) -> list
 def check_reference(prepared: Sequence[Prepared], rounding: str = "double") -> None:
     """utvm's reference interpreter against TFLM, case by case."""
     for p in prepared:
+        state: dict[str, list[np.ndarray]] = {}  # stateful ops stream from set to set, as TFLM and the device
         for k, (s, want) in enumerate(zip(p.sets, p.expected, strict=True)):
-            ref = run_reference(p.graph, dict(zip(p.graph.inputs, s, strict=True)), rounding=rounding)
+            ref = run_reference(p.graph, dict(zip(p.graph.inputs, s, strict=True)), rounding=rounding, state=state)
             for name, w in zip(p.graph.outputs, want, strict=True):
                 compare(f"{p.case.id}: reference interpreter, output {name!r} (input set {k})", ref[name], w,
                         p.case.rtol, p.case.atol)

@@ -250,7 +250,8 @@ class _Tflm:
         self.n_out = n_out
 
     def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
-        self.it.reset()  # stateful ops (LSTM, SVDF, signal delay lines) start from zero on every input set
+        # No reset between input sets: stateful ops (SVDF, LSTM, the signal library's delay lines) stream
+        # from one set to the next, as on the device; each job starts from a fresh interpreter (zero state).
         for i, a in enumerate(arrays):
             self.it.set_input(np.ascontiguousarray(a), i)
         self.it.invoke()

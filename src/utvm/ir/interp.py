@@ -51,11 +51,18 @@ def _check_inputs(graph: Graph, inputs: Mapping[str, Any]) -> dict[str, np.ndarr
 
 
 def run_reference(graph: Graph, inputs: Mapping[str, Any], rounding: str = "single", *,
-                  intermediates: bool = False) -> dict[str, np.ndarray]:
+                  intermediates: bool = False,
+                  state: dict[str, list[np.ndarray]] | None = None) -> dict[str, np.ndarray]:
     """Run `graph` on `inputs` (input name -> array of the declared shape and dtype).
 
     Returns output name -> array in the graph's output order; with `intermediates`, every tensor computed
     along the way (inputs and outputs included, constants excluded) in execution order.
+
+    Stateful ops (SVDF, LSTM, the signal library's delay lines) keep state between calls, as the device
+    does: their module defines `state_spec(params) -> [(shape, dtype), ...]` (zero-initialised arrays) and
+    its `reference(params, *arrays, state=[...])` updates them in place. `state` maps a node's name (or
+    `#<index>`) to its arrays: pass the same dict to successive calls to stream, as the firmware does
+    across calls; None runs from the zero state (the first call after boot).
     """
     _quant.check_rounding(rounding)
     env: dict[str, np.ndarray] = {k: t.data for k, t in graph.tensors.items() if t.data is not None}
@@ -74,7 +81,17 @@ def run_reference(graph: Graph, inputs: Mapping[str, Any], rounding: str = "sing
             args.append(env[name])
         while args and args[-1] is None:
             args.pop()
-        result = op_module(node.op).reference(params, *args)
+        module = op_module(node.op)
+        spec_fn = getattr(module, "state_spec", None)
+        spec = spec_fn(params) if spec_fn is not None else []
+        if spec:
+            key = node.name or f"#{i}"
+            store = state if state is not None else {}
+            if key not in store:
+                store[key] = [np.zeros(shape, dtype=dtype) for shape, dtype in spec]
+            result = module.reference(params, *args, state=store[key])
+        else:
+            result = module.reference(params, *args)
         results = result if isinstance(result, tuple) else (result,)
         if len(results) != len(node.outputs):
             raise GraphError(f"{node.label(i)}: produced {len(results)} outputs, declares {len(node.outputs)}")
