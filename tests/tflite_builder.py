@@ -22,7 +22,7 @@ import numpy as np
 import tflite
 
 _TYPES = {"float32": 0, "float16": 1, "int32": 2, "uint8": 3, "int64": 4, "bool": 6, "int16": 7, "int8": 9,
-          "float64": 10}
+          "float64": 10, "uint64": 12, "uint32": 15}
 
 
 class TFLiteBuilder:
@@ -34,8 +34,10 @@ class TFLiteBuilder:
 
     def tensor(self, name: str, shape: Sequence[int], dtype: str, *, data: np.ndarray | None = None,
                scale: float | Sequence[float] | None = None, zero_point: int | Sequence[int] | None = None,
-               axis: int = 0, shape_signature: Sequence[int] | None = None, type_code: int | None = None) -> int:
-        """Add a tensor; returns its index. `data` makes it a constant. Per-channel when `scale` is a list."""
+               axis: int = 0, shape_signature: Sequence[int] | None = None, type_code: int | None = None,
+               is_variable: bool = False) -> int:
+        """Add a tensor; returns its index. `data` makes it a constant. Per-channel when `scale` is a list.
+        `is_variable` marks a variable tensor (the state of SVDF / LSTM)."""
         buf = 0
         if data is not None:
             arr = np.ascontiguousarray(np.asarray(data, dtype=np.dtype(dtype).newbyteorder("<")))
@@ -50,7 +52,7 @@ class TFLiteBuilder:
             q = (scales, zps, axis)
         self._tensors.append({"name": name, "shape": [int(d) for d in shape],
                               "type": _TYPES[dtype] if type_code is None else type_code,
-                              "buffer": buf, "quant": q, "sig": shape_signature})
+                              "buffer": buf, "quant": q, "sig": shape_signature, "var": bool(is_variable)})
         return len(self._tensors) - 1
 
     def op(self, code: str, inputs: Sequence[int], outputs: Sequence[int], options: str | None = None,
@@ -63,12 +65,15 @@ class TFLiteBuilder:
         self._ops.append({"opcode": self._opcodes.index(key), "inputs": list(inputs), "outputs": list(outputs),
                           "options": options, "fields": fields})
 
-    def custom_op(self, custom_code: str, inputs: Sequence[int], outputs: Sequence[int]) -> None:
+    def custom_op(self, custom_code: str, inputs: Sequence[int], outputs: Sequence[int],
+                  custom_options: bytes = b"") -> None:
+        """Add a CUSTOM operator; `custom_options` (e.g. `flexbuffers.Dumps({...})`) become its CustomOptions
+        (format FLEXBUFFERS)."""
         key = (tflite.BuiltinOperator.CUSTOM, custom_code)
         if key not in self._opcodes:
             self._opcodes.append(key)
         self._ops.append({"opcode": self._opcodes.index(key), "inputs": list(inputs), "outputs": list(outputs),
-                          "options": None, "fields": {}})
+                          "options": None, "fields": {}, "custom_options": bytes(custom_options)})
 
     # --- serialisation ----------------------------------------------------------------------------------------
     def build(self, inputs: Sequence[int], outputs: Sequence[int]) -> bytes:
@@ -112,6 +117,8 @@ class TFLiteBuilder:
                 tflite.TensorAddQuantization(b, quant)
             if sig is not None:
                 tflite.TensorAddShapeSignature(b, sig)
+            if t.get("var"):
+                tflite.TensorAddIsVariable(b, True)
             tensors.append(tflite.TensorEnd(b))
 
         ops = []
@@ -125,6 +132,8 @@ class TFLiteBuilder:
                 opts = getattr(tflite, f"{cls}End")(b)
             ins = ivec(tflite.OperatorStartInputsVector, op["inputs"])
             outs = ivec(tflite.OperatorStartOutputsVector, op["outputs"])
+            copts = op.get("custom_options", b"")
+            cvec = b.CreateNumpyVector(np.frombuffer(copts, dtype=np.uint8)) if copts else None
             tflite.OperatorStart(b)
             tflite.OperatorAddOpcodeIndex(b, op["opcode"])
             tflite.OperatorAddInputs(b, ins)
@@ -132,6 +141,9 @@ class TFLiteBuilder:
             if opts is not None:
                 tflite.OperatorAddBuiltinOptionsType(b, getattr(tflite.BuiltinOptions, op["options"]))
                 tflite.OperatorAddBuiltinOptions(b, opts)
+            if cvec is not None:
+                tflite.OperatorAddCustomOptions(b, cvec)
+                tflite.OperatorAddCustomOptionsFormat(b, tflite.CustomOptionsFormat.FLEXBUFFERS)
             ops.append(tflite.OperatorEnd(b))
 
         def tvec(start: Any, items: list[int]) -> int:

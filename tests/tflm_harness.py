@@ -26,6 +26,7 @@ Inputs default to: the whole int8/int16/uint8 range, int32 in [-100, 100], bool 
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,7 @@ from utvm.compiler import compile  # noqa: E402
 from utvm.compiler.local import LocalModel  # noqa: E402
 from utvm.compiler.oracle import OracleError, reference_many  # noqa: E402
 from utvm.frontend import from_tflite  # noqa: E402
+from utvm.frontend.tflite import ImportQuirkWarning  # noqa: E402
 from utvm.ir import run_reference  # noqa: E402
 from utvm.ir.graph import Graph  # noqa: E402
 
@@ -132,7 +134,9 @@ def prepare(cases: Sequence[Case], *, seed: int = 2026, n_sets: int = 2) -> list
     graphs, sets = [], []
     for case in cases:
         try:
-            g = from_tflite(case.model, name="m")
+            with warnings.catch_warnings():  # import quirks are tested where they are the subject
+                warnings.simplefilter("ignore", ImportQuirkWarning)
+                g = from_tflite(case.model, name="m")
         except Exception as exc:
             raise AssertionError(f"{case.id}: import failed: {type(exc).__name__}: {exc}") from exc
         graphs.append(g)

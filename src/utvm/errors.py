@@ -92,12 +92,16 @@ class UnsupportedModelError(ModelError):
 class UnsupportedOperatorError(UnsupportedModelError):
     """An operator utvm cannot import; names the op, the node index and the supported set."""
 
-    def __init__(self, op: str, node: int | str, supported: list[str] | tuple[str, ...] = ()) -> None:
+    def __init__(self, op: str, node: int | str, supported: list[str] | tuple[str, ...] = (), *,
+                 reason: str = "") -> None:
         self.op = op
         self.node = node
         self.supported = tuple(sorted(supported))
+        self.reason = reason
         msg = f"unsupported operator {op!r} at node {node}"
-        if self.supported:
+        if reason:
+            msg += f": {reason}"
+        elif self.supported:
             msg += f"; supported operators: {', '.join(self.supported)}"
         super().__init__(msg)
 

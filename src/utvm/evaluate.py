@@ -200,9 +200,29 @@ def run_on_device(session: Any, compiled: Any, inputs: Sequence[np.ndarray], rep
 
 # --- checking -----------------------------------------------------------------------------------------------
 
-def reference(model: Path | None, compiled: Any, inputs: Sequence[np.ndarray]) -> tuple[list[np.ndarray], str]:
-    """The reference outputs and which interpreter produced them: the model file's own (TFLite reference
-    kernels, onnxruntime), else the one an MLF keeps under src/, else utvm's reference semantics."""
+#: `--oracle` name -> (model kind it checks, what it is called in reports)
+ORACLES: dict[str, tuple[str, str]] = {
+    "tflm": ("tflite", "TFLite Micro's kernels (tflite-micro)"),
+    "litert": ("tflite", "TFLite reference kernels (ai-edge-litert)"),
+    "onnxruntime": ("onnx", "onnxruntime"),
+}
+
+
+def default_oracle(kind: str, rounding: str) -> str:
+    """TFLM for a TFLite model compiled with --rounding double (TFLM's arithmetic), LiteRT's reference
+    kernels for single rounding (theirs); onnxruntime for ONNX."""
+    if kind == "onnx":
+        return "onnxruntime"
+    return "tflm" if rounding == "double" else "litert"
+
+
+def reference(model: Path | None, compiled: Any, inputs: Sequence[np.ndarray],
+              oracle: str | None = None) -> tuple[list[np.ndarray], str]:
+    """The reference outputs and which interpreter produced them: the model file's own (for TFLite, TFLM
+    or LiteRT's reference kernels: `oracle`, by default the one whose rounding the model was compiled
+    with; onnxruntime for ONNX), else the one an MLF keeps under src/, else utvm's reference semantics."""
+    if oracle is not None and oracle not in ORACLES:
+        raise UsageError(f"unknown oracle {oracle!r}; choose one of {', '.join(ORACLES)}")
     source: Path | bytes | None = None
     kind = ""
     if model is not None and not is_mlf(model):
@@ -215,8 +235,16 @@ def reference(model: Path | None, compiled: Any, inputs: Sequence[np.ndarray]) -
     if source is not None:
         from utvm.compiler.oracle import reference_outputs
 
-        (outs,) = reference_outputs(source, [list(inputs)], kind=kind)
-        return outs, "TFLite reference kernels (ai-edge-litert)" if kind == "tflite" else "onnxruntime"
+        name = oracle or default_oracle(kind, compiled.options.rounding)
+        if ORACLES[name][0] != kind:
+            fits = ", ".join(k for k, (mk, _) in ORACLES.items() if mk == kind)
+            raise UsageError(f"--oracle {name} checks {ORACLES[name][0]} models; this is a {kind} model "
+                             f"(use {fits})")
+        (outs,) = reference_outputs(source, [list(inputs)], kind="tflm" if name == "tflm" else kind)
+        return outs, ORACLES[name][1]
+    if oracle is not None:
+        raise UsageError(f"--oracle {oracle}: there is no model file to run it on (this MLF keeps no source "
+                         "model); the check uses utvm's reference semantics")
     from utvm.ir import run_reference
 
     res = run_reference(compiled.graph, dict(zip(compiled.graph.inputs, inputs, strict=True)),

@@ -152,7 +152,7 @@ def load(path: str | os.PathLike) -> CompiledModel:
         operators = tuple(OperatorInfo(f["function_name"], f["op"], f["node"], infos(f["inputs"]),
                                        infos(f["outputs"]), int(f["scratch_bytes"]), bool(f["inplace"]),
                                        str(f.get("task", "")), dict(f.get("schedule") or {}),
-                                       str(f.get("schedule_source", "")))
+                                       str(f.get("schedule_source", "")), int(f.get("persistent_bytes", 0)))
                           for f in mod["memory"]["functions"]["operator_functions"])
         sys_funcs = tuple(extra["system_lib"]["functions"])
         source_names = list(extra["sources"])

@@ -27,14 +27,9 @@ from utvm.errors import UnsupportedModelError, UnsupportedOperatorError
 from utvm.frontend.onnx import SUPPORTED_OPS, from_onnx
 
 # --- the exclusions (one place) -----------------------------------------------------------------------
-_QUANT = "ONNX quantized ops (QDQ / integer) are not imported; quantized models come in as TFLite int8"
 _NO_OP = "no canonical utvm op to map it to (see utvm.ops)"
 # directory -> (its op, why utvm does not import that op); import must raise UnsupportedOperatorError
 EXCLUDED: dict[str, tuple[str, str]] = {
-    "test_convinteger_with_padding": ("ConvInteger", _QUANT),
-    "test_convinteger_without_padding": ("ConvInteger", _QUANT),
-    "test_dequantizelinear": ("DequantizeLinear", _QUANT),
-    "test_dequantizelinear_axis": ("DequantizeLinear", _QUANT),
     "test_div": ("Div", _NO_OP),
     "test_div_bcast": ("Div", _NO_OP),
     "test_div_example": ("Div", _NO_OP),
@@ -60,7 +55,6 @@ EXCLUDED: dict[str, tuple[str, str]] = {
     "test_logsoftmax_negative_axis": ("LogSoftmax", _NO_OP),
     "test_lrn": ("LRN", _NO_OP),
     "test_lrn_default": ("LRN", _NO_OP),
-    "test_matmulinteger": ("MatMulInteger", _QUANT),
     "test_max_example": ("Max", _NO_OP),
     "test_max_float32": ("Max", _NO_OP),
     "test_max_float64": ("Max", _NO_OP),
@@ -81,13 +75,6 @@ EXCLUDED: dict[str, tuple[str, str]] = {
     "test_min_uint8": ("Min", _NO_OP),
     "test_prelu_broadcast": ("PRelu", _NO_OP),
     "test_prelu_example": ("PRelu", _NO_OP),
-    "test_qlinearconv": ("QLinearConv", _QUANT),
-    "test_qlinearmatmul_2D_int8_float32": ("QLinearMatMul", _QUANT),
-    "test_qlinearmatmul_2D_uint8_float32": ("QLinearMatMul", _QUANT),
-    "test_qlinearmatmul_3D_int8_float32": ("QLinearMatMul", _QUANT),
-    "test_qlinearmatmul_3D_uint8_float32": ("QLinearMatMul", _QUANT),
-    "test_quantizelinear": ("QuantizeLinear", _QUANT),
-    "test_quantizelinear_axis": ("QuantizeLinear", _QUANT),
 }
 _INT_ARITH = "integer arithmetic on unquantized tensors is not supported"
 REFUSED: dict[str, str] = {
@@ -104,7 +91,25 @@ REFUSED: dict[str, str] = {
     "test_reflect_pad": "has dtype int32; Pad supports float32",
 }
 # ops whose non-data inputs must be constants (the "as_is" run must refuse them as runtime inputs)
-CONST_INPUT_OPS = {"Reshape", "Clip", "Pad", "Squeeze", "Unsqueeze", "ReduceMean"}
+CONST_INPUT_OPS = {"Reshape", "Clip", "Pad", "Squeeze", "Unsqueeze", "ReduceMean", "QuantizeLinear",
+                   "DequantizeLinear", "QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger"}
+_STATIC = "utvm's int8 path needs static scales and requantizes to int8"
+_ASYMMETRIC = "take symmetric weights"
+# quantized ops (utvm.frontend._onnx_quant) whose conformance case utvm refuses even with every input but the
+# first frozen, with the text the UnsupportedModelError must contain: the cases test variants (asymmetric
+# weights, per-axis activations, int32 accumulators) outside the int8 path
+QUANT_REFUSED: dict[str, str] = {
+    "test_convinteger_with_padding": _STATIC,
+    "test_convinteger_without_padding": _STATIC,
+    "test_matmulinteger": _STATIC,
+    "test_dequantizelinear_axis": "per-axis quantization of the input (activations) is not supported",
+    "test_quantizelinear_axis": "per-axis quantization of the output (activations) is not supported",
+    "test_qlinearconv": _ASYMMETRIC,
+    "test_qlinearmatmul_2D_int8_float32": _ASYMMETRIC,
+    "test_qlinearmatmul_2D_uint8_float32": _ASYMMETRIC,
+    "test_qlinearmatmul_3D_int8_float32": "must be a constant matrix",
+    "test_qlinearmatmul_3D_uint8_float32": "must be a constant matrix",
+}
 
 
 @functools.cache
@@ -127,7 +132,7 @@ def _dirs() -> list[str]:
 
 
 ALL = _dirs()
-SUPPORTED = [d for d in ALL if d not in EXCLUDED and d not in REFUSED]
+SUPPORTED = [d for d in ALL if d not in EXCLUDED and d not in REFUSED and d not in QUANT_REFUSED]
 
 
 def _case(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[np.ndarray]]:
@@ -143,7 +148,7 @@ def test_the_corpus_is_there_and_fully_classified() -> None:
     not_supported = sorted(d for d in ALL if any(op not in SUPPORTED_OPS for op in _ops_of(d)))
     assert not_supported == sorted(EXCLUDED), "EXCLUDED must list exactly the directories of unsupported ops"
     assert all(_ops_of(d) == (op,) for d, (op, _) in EXCLUDED.items())
-    assert set(REFUSED) <= set(ALL)
+    assert set(REFUSED) <= set(ALL) and set(QUANT_REFUSED) <= set(ALL)
     assert all(op in SUPPORTED_OPS for d in REFUSED for op in _ops_of(d)), "REFUSED is for supported ops only"
     # the ops the issue lists must all be supported
     issue_ops = {"Conv", "Gemm", "MatMul", "Add", "Mul", "Relu", "MaxPool", "AveragePool",
@@ -194,6 +199,18 @@ def test_node_unsupported_op(name: str) -> None:
     assert (err.op, err.node) == (op, 0)
     assert f"unsupported operator {op!r} at node 0" in str(err)
     assert "Conv" in err.supported and "Gemm" in err.supported, "the message lists the supported set"
+
+
+@pytest.mark.parametrize("name", sorted(QUANT_REFUSED))
+def test_node_quantized_variant_refused(name: str) -> None:
+    model, feeds, _ = _case(name)
+    if _ops_of(name)[0] in CONST_INPUT_OPS and len(feeds) > 1:  # as is: the scales are runtime inputs
+        with pytest.raises(UnsupportedModelError, match="must be a constant|static scales"):
+            from_onnx(model)
+    first, *rest = feeds
+    with pytest.raises(UnsupportedModelError) as info:
+        from_onnx(model, freeze={k: feeds[k] for k in rest})
+    assert QUANT_REFUSED[name] in str(info.value) and "node 0" in str(info.value)
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))

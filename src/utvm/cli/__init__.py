@@ -93,6 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    import warnings
+
+    def one_line_warning(message: Warning | str, category: type[Warning], *_rest: object, **_kw: object) -> None:
+        # An import quirk read as TFLM reads it, a deprecation: one line naming the command, not a traceback.
+        print(f"utvm {args.command}: warning: {_one_line(Exception(str(message)))}", file=sys.stderr)
+
+    saved = warnings.showwarning
+    warnings.showwarning = one_line_warning  # type: ignore[assignment]
     try:
         return int(args.func(args) or 0)
     except (UtvmError, OSError) as exc:  # OSError: a path the user gave that cannot be read or written
@@ -103,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         # at once when an exception is passing): nothing is waited for.
         print(f"utvm {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        warnings.showwarning = saved
 
 
 if __name__ == "__main__":

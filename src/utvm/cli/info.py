@@ -7,9 +7,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from utvm.ir.graph import Graph, Tensor
 from utvm.support import jsonout
@@ -88,10 +90,42 @@ def render(s: dict) -> str:
     return "\n".join(parts)
 
 
-def run(args: argparse.Namespace) -> int:
-    from utvm.frontend import load
+def render_problems(problems: Sequence[Any]) -> str:
+    ops = Counter(p.op for p in problems if p.op)
+    head = (f"not supported: {len(problems)} operator{'s' if len(problems) != 1 else ''}"
+            + (f" ({', '.join(f'{k} x{v}' if v > 1 else k for k, v in sorted(ops.items()))})" if ops else ""))
+    rows = [(p.index if p.index >= 0 else "-", p.op or "-", p.reason) for p in problems]
+    return head + "\n" + table(("#", "operator", "why"), rows, right=(0,))
 
-    graph = load(Path(args.model))
-    s = summary(graph)
-    print(jsonout.dumps(s, indent=1) if args.json else render(s))
+
+def run(args: argparse.Namespace) -> int:
+    import warnings
+
+    from utvm.cli import EXIT_MODEL
+    from utvm.frontend import survey
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        graph, problems = survey(Path(args.model))
+    notes = sorted({str(w.message) for w in caught})
+    s: dict[str, Any] = summary(graph) if graph is not None else {"name": Path(args.model).stem}
+    if notes:
+        s["warnings"] = notes
+    if problems:
+        s["unsupported"] = [{"index": p.index, "op": p.op, "reason": p.reason} for p in problems]
+    if args.json:
+        print(jsonout.dumps(s, indent=1))
+    else:
+        parts = [render(s)] if graph is not None else []
+        if notes:
+            parts.append("warnings:\n" + "\n".join(f"  {n}" for n in notes))
+        if problems:
+            parts.append(render_problems(problems))
+        print("\n\n".join(parts))
+    if problems:  # the report is complete; the status says the model cannot be compiled as it is
+        first = problems[0]
+        where = f"operator {first.index} ({first.op})" if first.index >= 0 else "the model"
+        print(f"utvm info: error: {args.model}: {len(problems)} unsupported operator(s), listed above; first: "
+              f"{where}: {first.reason}", file=sys.stderr)
+        return EXIT_MODEL
     return 0

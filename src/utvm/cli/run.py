@@ -10,7 +10,9 @@ the outputs and times the call with the device's time evaluator. Inputs not give
 random (integers over the dtype's range, floats ~ N(0, 1)) from a seed that is printed. Each --input is
 a .npy file (numpy.save) of the input's exact dtype and shape; NAME may itself contain '='.
 
---check compares with the reference interpreter: TFLite's reference kernels (ai-edge-litert) for .tflite,
+--check compares with the reference interpreter: for .tflite, TensorFlow Lite Micro's own kernels
+(tflite-micro) when the model is compiled with --rounding double (TFLM's arithmetic) and TFLite's
+reference kernels (ai-edge-litert) with single rounding, or the one --oracle tflm|litert names;
 onnxruntime for .onnx (for an MLF, on the model file it keeps under src/), and utvm's own reference
 semantics (utvm.ir.run_reference) for an MLF made without one. int8
 outputs must be bit-exact, float outputs within 1e-5 of the reference (relative to its magnitude); a
@@ -56,6 +58,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="an input tensor from a .npy file (repeatable); others are random")
     p.add_argument("--seed", type=A.seed, help="seed of the random inputs (default: a fresh one, printed)")
     p.add_argument("--check", action="store_true", help="compare with the reference interpreter")
+    p.add_argument("--oracle", choices=("tflm", "litert", "onnxruntime"),
+                   help="the reference interpreter of --check (implies it; default: tflm for a TFLite model "
+                        "compiled with --rounding double, litert for single, onnxruntime for ONNX)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--repeat", type=A.positive_int, default=5,
                    help="time evaluator repeats for the latency (at least 1; default 5)")
@@ -142,16 +147,16 @@ def run(args: argparse.Namespace) -> int:
             say(f"wrote the profile plot {args.profile_plot}")
     ok = True
     checked_by = ""
-    if args.check:
+    if args.check or args.oracle:
         say("running the reference interpreter")
-        refs, checked_by = reference(None if is_mlf(model) else model, compiled, inputs)
+        refs, checked_by = reference(None if is_mlf(model) else model, compiled, inputs, args.oracle)
         verdict = compare(outputs, refs)
         ok = verdict.ok
         result.update(bit_exact=verdict.bit_exact, max_abs_err=verdict.max_abs_err)
     if args.json:
         print(jsonout.dumps(result))
     else:
-        _print_text(compiled, outputs, result, checked_by, ok, args.check)
+        _print_text(compiled, outputs, result, checked_by, ok, args.check or bool(args.oracle))
         if "cycles" in result:
             print(f"instructions: {result['cycles']} per run (deterministic instruction clock)")
         if timings is not None:

@@ -6,6 +6,9 @@ Files (all under codegen/host/ in the MLF):
               checking argument count, type codes, dtype and shape, around a static compute function;
     unpacked: `int32_t tvmgen_<m>_<op>(const int8_t* in0, ..., int8_t* out0)`: raw pointers, and no
               DLTensor, TVMValue or runtime header anywhere in the file.
+    An operator with a scratch area takes `uint8_t* scratch` after its outputs, one with state kept across
+    runs (`KernelCode.persistent_bytes`) then `uint8_t* state` (a packed argument "state" in the packed
+    convention); main passes their planned workspace blocks.
 - `src/tvmgen_<m>_main.c`: the workspace pool, `tvmgen_<m>___tvm_main__` (calls every operator in
   order on planned buffers) and the entry `tvmgen_<m>_run`:
     interface packed: `tvmgen_<m>_run` is a TVMBackendPackedCFunc over (inputs..., outputs...);
@@ -187,6 +190,8 @@ def _func_args(lowered: Lowered, f: OperatorFunc) -> list[_Arg]:
     args = [_Arg(t, g.tensor(t).dtype, g.tensor(t).shape) for t in (*f.inputs, *f.outputs)]
     if f.code.scratch_bytes:
         args.append(_Arg("scratch", "uint8", (f.code.scratch_bytes,)))
+    if f.code.persistent_bytes:
+        args.append(_Arg("state", "uint8", (f.code.persistent_bytes,)))
     return args
 
 
@@ -196,6 +201,8 @@ def _unpacked_params(lowered: Lowered, f: OperatorFunc) -> str:
     ps += [f"{C_TYPES[g.tensor(t).dtype]}* out{k}" for k, t in enumerate(f.outputs)]
     if f.code.scratch_bytes:
         ps.append("uint8_t* scratch")
+    if f.code.persistent_bytes:
+        ps.append("uint8_t* state")
     return ", ".join(ps) or "void"
 
 
@@ -206,6 +213,8 @@ def _unpacked_call_args(lowered: Lowered, f: OperatorFunc, data: str = "data") -
     xs += [f"({C_TYPES[g.tensor(t).dtype]}*){data}[{n + k}]" for k, t in enumerate(f.outputs)]
     if f.code.scratch_bytes:
         xs.append(f"(uint8_t*){data}[{n + len(f.outputs)}]")
+    if f.code.persistent_bytes:
+        xs.append(f"(uint8_t*){data}[{n + len(f.outputs) + (1 if f.code.scratch_bytes else 0)}]")
     return ", ".join(xs)
 
 
@@ -292,7 +301,7 @@ def main_source(lowered: Lowered, opts: Options, iface: ModelInterface) -> str:
     packed_main = not opts.unpacked_api
     runtime_api = packed_main or opts.interface_api == "packed"
     out = [_banner(fname, "AOT executor (main, entry point)", opts), "#include <stddef.h>", "#include <stdint.h>"]
-    if lowered.copies:
+    if lowered.copies or plan.persistent:
         out.append("#include <string.h>")
     if opts.interface_api == "c":
         out.append(f"#include \"{prefix}.h\"")
@@ -327,10 +336,12 @@ def main_source(lowered: Lowered, opts: Options, iface: ModelInterface) -> str:
         ptrs = [_pointer_expr(lowered, t, iface, ws) for t in (*f.inputs, *f.outputs)]
         if f.code.scratch_bytes:
             ptrs.append(f"({ws} + {plan.scratch[f.name]})")
+        if f.code.persistent_bytes:
+            ptrs.append(f"({ws} + {plan.persistent[f.name]})")
         steps.append(f"  /* step {s}: {_describe(lowered, f)} */")
         if opts.unpacked_api:
             types = [C_TYPES[g.tensor(t).dtype] for t in (*f.inputs, *f.outputs)] + (
-                ["uint8_t"] if f.code.scratch_bytes else [])
+                ["uint8_t"] if f.code.scratch_bytes else []) + (["uint8_t"] if f.code.persistent_bytes else [])
             call_args = ", ".join(f"({ty}*){p}" for ty, p in zip(types, ptrs, strict=True))
             steps.append(f"  err = {f.name}({call_args});")
         else:
@@ -390,8 +401,29 @@ def main_source(lowered: Lowered, opts: Options, iface: ModelInterface) -> str:
     if shape_decls:
         out += [shape_decls, ""]
     out += func
+    if plan.persistent:
+        out.append(_reset_state_source(lowered, prefix, user_ws))
     out.append(entry)
     return "\n".join(out).rstrip() + "\n"
+
+
+def reset_state_signature(prefix: str, user_ws: bool) -> str:
+    """The C signature of the generated state reset of a model with stateful operators."""
+    return f"void {prefix}_reset_state({'void* workspace' if user_ws else 'void'})"
+
+
+def _reset_state_source(lowered: Lowered, prefix: str, user_ws: bool) -> str:
+    """`tvmgen_<m>_reset_state`: zero every persistent block (the state of stateful operators), i.e. start a
+    new stream as after boot. A user workspace is passed in (it must also be zeroed before the first run)."""
+    base = "(uint8_t*)workspace" if user_ws else f"{prefix}_workspace"
+    sizes = {f.name: f.code.persistent_bytes for f in lowered.funcs if f.code.persistent_bytes}
+    sig = reset_state_signature(prefix, user_ws)
+    lines = ["/* Zero the state of the stateful operators (their persistent workspace blocks): a new stream, as",
+             " * after boot. */", f"{sig};", f"{sig} {{"]
+    for name, off in sorted(lowered.plan.persistent.items(), key=lambda kv: kv[1]):
+        lines.append(f"  memset((void*)({base} + {off}), 0, {sizes[name]}U);  /* {name} */")
+    lines += ["}", ""]
+    return "\n".join(lines)
 
 
 def _entry_source(lowered: Lowered, opts: Options, iface: ModelInterface, main_name: str) -> str:
@@ -469,11 +501,24 @@ def _packed_adapter(prefix: str, name: str, target: str, iface: ModelInterface, 
 
 # --- the system library -----------------------------------------------------------------------------------
 
+# C99 (5.2.4.1) lets a compiler refuse a string literal longer than 4095 characters after concatenation,
+# and -pedantic does: a registry past that is written as a brace-enclosed list of bytes instead.
+_C99_STRING_LIMIT = 4095
+
+
 def registry_names_literal(names: Sequence[str]) -> str:
-    """The TVMFuncRegistry names blob as C string literals: u16 LE count, names, extra NUL (implicit)."""
+    """The TVMFuncRegistry names blob as a C initializer: u16 LE count, names, extra NUL (implicit in the
+    string form; explicit in the byte-list form used past C99's string-literal length limit)."""
     n = len(names)
-    parts = [f'"\\{n & 0xFF:03o}\\{(n >> 8) & 0xFF:03o}"'] + [f'"{c_string(x)}\\000"' for x in names]
-    return "\n    ".join(parts)
+    if 2 + sum(len(x.encode("utf-8")) + 1 for x in names) < _C99_STRING_LIMIT:
+        parts = [f'"\\{n & 0xFF:03o}\\{(n >> 8) & 0xFF:03o}"'] + [f'"{c_string(x)}\\000"' for x in names]
+        return "\n    ".join(parts)
+    blob = bytes([n & 0xFF, (n >> 8) & 0xFF]) + b"".join(x.encode("utf-8") + b"\0" for x in names) + b"\0"
+    def byte(b: int) -> str:  # plain char may be signed: an explicit conversion, not an overflow warning
+        return f"0x{b:02x}" if b < 0x80 else f"(char)0x{b:02x}"
+
+    rows = [", ".join(byte(b) for b in blob[i:i + 16]) for i in range(0, len(blob), 16)]
+    return "{\n    " + ",\n    ".join(rows) + "\n}"
 
 
 def system_lib_entries(lowered: Lowered, opts: Options) -> list[tuple[str, str]]:

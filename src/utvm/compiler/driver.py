@@ -104,11 +104,14 @@ class OperatorInfo:
     task: str = ""  # tuning task key ("" for kernels without choices)
     schedule: Schedule = field(default_factory=dict)
     schedule_source: str = ""  # "default" | "given" (a tuning log) | ""
+    persistent_bytes: int = 0  # state kept across runs (KernelCode.persistent_bytes)
 
     @property
     def args(self) -> tuple[TensorInfo, ...]:
-        """Packed arguments in order: inputs, outputs, then the scratch buffer (uint8) if any."""
+        """Packed arguments in order: inputs, outputs, then the scratch buffer and the state block (uint8) if any."""
         extra = (TensorInfo("scratch", (self.scratch_bytes,), "uint8"),) if self.scratch_bytes else ()
+        if self.persistent_bytes:
+            extra += (TensorInfo("state", (self.persistent_bytes,), "uint8"),)
         return (*self.inputs, *self.outputs, *extra)
 
     def to_json(self) -> dict[str, Any]:
@@ -116,7 +119,8 @@ class OperatorInfo:
                 "inputs": [t.to_json() for t in self.inputs], "outputs": [t.to_json() for t in self.outputs],
                 "scratch_bytes": self.scratch_bytes, "inplace": self.inplace,
                 "workspace": [{"device": 1, "workspace_size_bytes": self.scratch_bytes}],
-                "task": self.task, "schedule": dict(self.schedule), "schedule_source": self.schedule_source}
+                "task": self.task, "schedule": dict(self.schedule), "schedule_source": self.schedule_source,
+                "persistent_bytes": self.persistent_bytes}
 
 
 @dataclass
@@ -305,7 +309,7 @@ def _emit(source: Graph, lowered: Lowered, opts: CompileOptions, log: list[tuple
             f.code.scratch_bytes,
             any(lowered.plan.locations.get(f.outputs[0]) == lowered.plan.locations.get(x) for x in f.inputs)
             if f.outputs else False,
-            f.task, dict(f.schedule), f.schedule_source,
+            f.task, dict(f.schedule), f.schedule_source, f.code.persistent_bytes,
         )
         for f in lowered.funcs)
     constant_bytes = lowered.ops_file.constant_bytes + sum(

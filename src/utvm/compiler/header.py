@@ -90,6 +90,12 @@ def model_interface(graph: Graph, model_name: str) -> ModelInterface:
     return iface
 
 
+def header_plan(metadata: Mapping[str, Any], model_name: str | None = None) -> Mapping[str, Any]:
+    """The memory plan in metadata.json (modules.<m>.memory.plan)."""
+    modules = metadata["modules"]
+    return modules[model_name or next(iter(modules))]["memory"]["plan"]
+
+
 def header_macros(metadata: Mapping[str, Any], model_name: str | None = None) -> dict[str, int]:
     """The header's macros, computed from metadata.json (the documented mapping above)."""
     modules = metadata["modules"]
@@ -177,5 +183,9 @@ def header_source(iface: ModelInterface, metadata: Mapping[str, Any], interface_
         if not unpacked_api:
             lines += [f"int {prefix}___tvm_main__(TVMValue* args, int* type_codes, int num_args,",
                       "                 TVMValue* out_ret_value, int* out_ret_tcode, void* resource_handle);"]
+    if header_plan(metadata, m).get("persistent"):  # stateful operators
+        ws = " (the workspace passed to the runs)" if workspace == "user" else ""
+        lines += ["", f"/*! Zero the state the model keeps from run to run{ws}: a new stream, as after boot. */",
+                  f"void {prefix}_reset_state({'void* workspace' if workspace == 'user' else 'void'});"]
     lines += ["", "#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */", ""]
     return "\n".join(lines)

@@ -8,7 +8,8 @@
    reads it. An elementwise kernel may write its output over an input that dies at that step
    (`KernelCode.inplace`), merging the two classes. Model inputs are never written; classes holding a
    model input or output live in the caller's buffer, all others in the workspace pool.
-5. `memory.place` assigns pool offsets; scratch buffers of kernels are live for their step only.
+5. `memory.place` assigns pool offsets; scratch buffers of kernels are live for their step only, persistent
+   state blocks (`KernelCode.persistent_bytes`) for every step and across runs (`memory.persistent`).
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ class MemoryPlan:
     scratch: dict[str, int]  # operator function -> scratch offset
     aliases: int  # reshapes turned into aliases
     inplace: int  # operators writing over an input
+    persistent: dict[str, int] = field(default_factory=dict)  # operator function -> state block offset
 
     def to_json(self) -> dict:
         return {
@@ -110,6 +112,7 @@ class MemoryPlan:
                          "live": [b.start, b.end]} for b in self.buffers],
             "locations": {t: [k, w] for t, (k, w) in self.locations.items()},
             "scratch": dict(self.scratch),
+            "persistent": dict(self.persistent),
         }
 
     @staticmethod
@@ -122,7 +125,8 @@ class MemoryPlan:
                                         int(b["live"][1]), int(b["offset"])) for b in d["buffers"]),
             locations={t: (str(k), int(w)) for t, (k, w) in d["locations"].items()},
             scratch={k: int(v) for k, v in d["scratch"].items()},
-            aliases=int(d["aliases"]), inplace=int(d["inplace"]))
+            aliases=int(d["aliases"]), inplace=int(d["inplace"]),
+            persistent={k: int(v) for k, v in d.get("persistent", {}).items()})
 
 
 @dataclass
@@ -369,6 +373,12 @@ def _plan(graph: Graph, funcs: list[OperatorFunc], cls: _Classes, algorithm: str
             k = len(items)
             items.append(memory.Interval(k, f.code.scratch_bytes, s, s))
             scratch_ids[k] = f.name
+    persistent_ids: dict[int, str] = {}
+    for f in funcs:
+        if f.code.persistent_bytes > 0:
+            k = len(items)
+            items.append(memory.persistent(k, f.code.persistent_bytes, len(funcs)))
+            persistent_ids[k] = f.name
     placement = memory.place(items, algorithm)
 
     locations: dict[str, tuple[str, int]] = {}
@@ -381,8 +391,8 @@ def _plan(graph: Graph, funcs: list[OperatorFunc], cls: _Classes, algorithm: str
             buffers.append(PlannedBuffer(it.id, tuple(members[r]), it.size, it.start, it.end,
                                          placement.offsets[it.id]))
         else:
-            buffers.append(PlannedBuffer(it.id, (f"scratch:{scratch_ids[it.id]}",), it.size, it.start, it.end,
-                                         placement.offsets[it.id]))
+            what = f"scratch:{scratch_ids[it.id]}" if it.id in scratch_ids else f"persistent:{persistent_ids[it.id]}"
+            buffers.append(PlannedBuffer(it.id, (what,), it.size, it.start, it.end, placement.offsets[it.id]))
     for r, ext in cls.external.items():
         for t in members.get(r, [r]):
             locations[t] = ext
@@ -400,4 +410,5 @@ def _plan(graph: Graph, funcs: list[OperatorFunc], cls: _Classes, algorithm: str
         scratch={name: placement.offsets[k] for k, name in scratch_ids.items()},
         aliases=n_alias,
         inplace=n_inplace,
+        persistent={name: placement.offsets[k] for k, name in persistent_ids.items()},
     )

@@ -17,6 +17,12 @@ Algorithms (`ALGORITHMS`), all deterministic:
   best of the greedy plans and the two-sided plan below, stops at the lower bound, and gives up after
   `NODE_BUDGET` search nodes (the plan is then the best found and `optimal` is False).
 
+Persistent buffers (the state of stateful kernels, `KernelCode.persistent_bytes`) live for the whole run
+and across runs: `persistent(id, size, steps)` makes one an interval over every step, so it conflicts with
+every other buffer and is never shared (nothing else is in the workspace between runs). It must be all-zero
+before the first run: the static workspace is in .bss; a workspace the application supplies must be zeroed
+by it once before the first call and kept for the model afterwards (docs/compiler.md).
+
 The two-sided plan: when no three buffers are live at once (the conflict graph of intervals is then
 bipartite, e.g. a chain), every buffer of one side sits at offset 0 and every buffer of the other side
 ends at the top of a pool as large as the largest conflicting pair. That is the lower bound, found in
@@ -45,6 +51,11 @@ class Interval:
 
     def conflicts(self, other: Interval) -> bool:
         return self.start <= other.end and other.start <= self.end
+
+
+def persistent(id: int, size: int, steps: int) -> Interval:
+    """A buffer live at every step of a run of `steps` steps and between runs (state kept across runs)."""
+    return Interval(id, size, 0, max(steps - 1, 0))
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from typing import Any
 from utvm.errors import ModelFormatError
 from utvm.ir.graph import Graph
 
-__all__ = ["from_onnx", "from_tflite", "load", "model_kind"]
+__all__ = ["from_onnx", "from_tflite", "load", "model_kind", "survey"]
 
 
 def from_tflite(model: str | os.PathLike | bytes, **kwargs: Any) -> Graph:
@@ -55,3 +55,13 @@ def load(path: str | os.PathLike, **kwargs: Any) -> Graph:
     if kind == "tflite":
         return from_tflite(path, **kwargs)
     return from_onnx(path, **kwargs)
+
+
+def survey(path: str | os.PathLike) -> tuple[Graph | None, list[Any]]:
+    """Every unsupported operator and dtype of a model at once (`utvm info`): (what imported, problems).
+    Each problem has `index` (operator/node index, -1 when the model as a whole), `op` and `reason`."""
+    if model_kind(path) == "tflite":
+        from utvm.frontend.tflite import survey as _survey
+    else:
+        from utvm.frontend.onnx import survey as _survey
+    return _survey(path)

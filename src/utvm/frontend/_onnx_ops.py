@@ -776,7 +776,15 @@ HANDLERS: dict[str, Handler] = {
     "Unsqueeze": _op_unsqueeze,
 }
 
-SUPPORTED_OPS: tuple[str, ...] = tuple(sorted(HANDLERS))
+def _quantized_handlers() -> dict[str, Handler]:
+    from utvm.frontend._onnx_quant import QUANT_HANDLERS
+
+    return QUANT_HANDLERS
+
+
+HANDLERS.update(_quantized_handlers())
+# utvm.* are the quantized nodes utvm's own QDQ rewrite makes (utvm.frontend._onnx_quant), not user ops
+SUPPORTED_OPS: tuple[str, ...] = tuple(sorted(h for h in HANDLERS if not h.startswith("utvm.")))
 
 
 # ========================================================================================== constant folding

@@ -43,6 +43,7 @@ from utvm.errors import (
     UnsupportedOperatorError,
 )
 from utvm.frontend._onnx_ops import HANDLERS, SUPPORTED_OPS, try_fold
+from utvm.frontend._onnx_quant import fuse_qdq, propagate_quant, refuse_dynamic
 from utvm.frontend._onnx_state import (
     ELEM_TYPES,
     TO_NCHW,
@@ -167,6 +168,7 @@ def _validate(model: Any) -> None:
         raise ModelFormatError("not an ONNX model: no graph with outputs (truncated or corrupt file?)")
     g = model.graph
     _check_text(g)
+    refuse_dynamic(model)  # a dynamically quantized model: that is the reason, whatever else it holds
     for index, node in enumerate(g.node):  # unsupported operators first: the most useful message
         if _op_name(node) not in HANDLERS:
             raise UnsupportedOperatorError(_op_name(node), index, SUPPORTED_OPS)
@@ -231,6 +233,7 @@ def _import(model: Any, freeze: Mapping[str, np.ndarray], pinned: bool) -> Graph
 
     imp = Importer(model, freeze)
     g = model.graph
+    imp.graph_output_names = {o.name for o in g.output}  # type: ignore[attr-defined]
     if imp.opset == 0:
         raise ModelFormatError("ONNX model declares no default-domain opset")
     names = [i.name for i in g.input] + [t.name for t in g.initializer]
@@ -326,6 +329,7 @@ def _import(model: Any, freeze: Mapping[str, np.ndarray], pinned: bool) -> Graph
                          f"/{vi.name}_copy")
         outputs.append(vi.name)
 
+    propagate_quant(imp.tensors, imp.nodes)
     metadata = {"source": "onnx", "opset": imp.opset, "ir_version": int(model.ir_version),
                 "producer": f"{model.producer_name} {model.producer_version}".strip()}
     graph = Graph(imp.tensors, tuple(imp.nodes), tuple(graph_inputs), tuple(outputs), g.name or "onnx_model",
@@ -348,8 +352,28 @@ def from_onnx(path_or_model: Any, *, freeze: Mapping[str, np.ndarray] | None = N
     if shapes:
         model = _pin_shapes(model, shapes)
     _validate(model)
+    model, _fused = fuse_qdq(model)  # QDQ groups -> quantized nodes (utvm.frontend._onnx_quant)
     try:
         return _import(model, freeze or {}, bool(shapes))
     except GraphError as exc:  # a Tensor/Node refused what we built: an ill-formed model
         raise ModelFormatError(str(exc)) from None
 
+
+
+def survey(path_or_model: Any) -> tuple[Graph | None, list[Any]]:
+    """Everything that keeps an ONNX model from importing, at once: every node whose operator has no
+    handler; when all have one, the first error the import meets (ONNX import is whole-graph: a node's
+    layout depends on its producers). Returns (graph or None, problems) as `utvm.frontend.tflite.survey`."""
+    from utvm.frontend.tflite import Problem
+
+    model = _load(path_or_model)
+    problems = [Problem(i, _op_name(n), "no converter for this operator")
+                for i, n in enumerate(model.graph.node) if _op_name(n) not in HANDLERS]
+    if problems:
+        return None, problems
+    try:
+        return from_onnx(model), []
+    except UnsupportedOperatorError as exc:
+        return None, [Problem(int(exc.node) if str(exc.node).isdigit() else -1, exc.op, exc.reason or str(exc))]
+    except (UnsupportedModelError, ModelFormatError) as exc:
+        return None, [Problem(-1, "", str(exc))]

@@ -28,7 +28,7 @@ What the import decides, documented here once:
   refused with an UnsupportedModelError that says so;
 * FULLY_CONNECTED flattens its input to [rows, K] with an explicit reshape unless keep_num_dims is set;
   RESHAPE/SQUEEZE/EXPAND_DIMS become `reshape` to the stored output shape; RELU_N1_TO_1 / RELU_0_TO_1
-  become `clip`; PAD pads int8 with the output zero point, PADV2 with its constant.
+  become `clip`; PAD pads int8 with the output zero point (other types with 0), PADV2 with its constant.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ from utvm import limits
 from utvm.errors import GraphError, ModelFormatError, UnsupportedModelError, UnsupportedOperatorError
 from utvm.ir.graph import Graph, Node, Quantization, Tensor
 
-_TYPES = {0: "float32", 2: "int32", 3: "uint8", 4: "int64", 6: "bool", 7: "int16", 9: "int8"}
+_TYPES = {0: "float32", 2: "int32", 3: "uint8", 4: "int64", 6: "bool", 7: "int16", 9: "int8",
+          12: "uint64", 15: "uint32"}  # the unsigned wide types: TFLM signal-library tensors
 _TYPE_NAMES = {0: "FLOAT32", 1: "FLOAT16", 2: "INT32", 3: "UINT8", 4: "INT64", 5: "STRING", 6: "BOOL", 7: "INT16",
                8: "COMPLEX64", 9: "INT8", 10: "FLOAT64", 11: "COMPLEX128", 12: "UINT64", 13: "RESOURCE",
                14: "VARIANT", 15: "UINT32", 16: "UINT16", 17: "INT4", 18: "BFLOAT16"}
@@ -274,6 +275,11 @@ def tflite_padding(mode: int, in_hw: tuple[int, int], kernel: tuple[int, int], s
     return (pads[0][0], pads[1][0], pads[0][1], pads[1][1])
 
 
+#: operators whose variable inputs (is_variable: SVDF's activation_state, LSTM's output and cell state) their
+#: converters turn into node state (the input is dropped; the op keeps it across runs); others are refused
+VARIABLE_STATE_OPS: set[str] = set()
+
+
 class _Importer:
     def __init__(self, raw: _RawModel, name: str) -> None:
         self.raw = raw
@@ -336,9 +342,11 @@ class _Importer:
         if t.sparse:
             raise UnsupportedModelError(f"tensor {name!r} (index {t.index}) is sparse; sparse tensors are not "
                                         "supported")
-        if t.is_variable:
-            raise UnsupportedModelError(f"tensor {name!r} (index {t.index}) is a variable; stateful models are "
-                                        "not supported")
+        if t.is_variable and not (self.op_index < len(self.raw.ops)
+                                  and self.raw.ops[self.op_index].code in VARIABLE_STATE_OPS):
+            raise UnsupportedModelError(f"tensor {name!r} (index {t.index}) is a variable; variable tensors are "
+                                        "supported only as the state inputs of "
+                                        + (", ".join(sorted(VARIABLE_STATE_OPS)) or "no operator"))
         _check_static(t, name)
         dtype = _TYPES[t.type]
         quant = None
@@ -403,22 +411,23 @@ class _Importer:
         self.nodes.append(Node(op, tuple(inputs), tuple(outputs), attrs, outputs[0] if outputs else ""))
 
     # operators ------------------------------------------------------------------------------------------------
-    def run(self) -> Graph:
+    def run(self, problems: list[Problem] | None = None) -> Graph:
+        """The canonical graph. With `problems`, an operator that cannot be imported is recorded there (and
+        left out of the graph) instead of raising, so a survey sees every one at once."""
         raw = self.raw
         for op in raw.ops:
             self.op_index = op.index
-            conv = _CONVERTERS.get(op.code)
-            if conv is None:
-                raise UnsupportedOperatorError(op.code, op.index, tuple(_CONVERTERS))
-            if op.options.get("_missing"):
-                raise ModelFormatError(f"operator {op.index} ({op.code}) has no builtin options")
-            ins = [self.tname(i, f"input {k}") for k, i in enumerate(op.inputs)]
-            outs = [self.tname(i, f"output {k}") for k, i in enumerate(op.outputs)]
-            if not outs or any(not o for o in outs):
-                raise ModelFormatError(f"operator {op.index} ({op.code}) has a missing output")
-            conv(self, op, ins, outs)
+            try:
+                self.convert(op)
+            except (UnsupportedModelError, ModelFormatError, GraphError) as exc:
+                if problems is None:
+                    raise
+                problems.append(Problem(op.index, op.code, _reason(exc)))
         inputs = [self.tname(i, "graph input") for i in raw.inputs]
         outputs = [self.tname(i, "graph output") for i in raw.outputs]
+        if problems is not None:  # outputs of left-out operators would have no producer
+            produced = {o for n in self.nodes for o in n.outputs} | set(inputs)
+            outputs = [o for o in outputs if o in produced or self.tensors[o].data is not None]
         if any(not n for n in inputs + outputs):
             raise ModelFormatError("a graph input or output refers to tensor -1")
         meta = {"source": "tflite", "tflite_schema_version": raw.version}
@@ -426,6 +435,22 @@ class _Importer:
             meta["description"] = raw.description
         g = Graph(self.tensors, tuple(self.nodes), tuple(inputs), tuple(outputs), self.name, meta)
         return g.with_nodes(g.nodes)
+
+    def convert(self, op: _RawOp) -> None:
+        conv = _CONVERTERS.get(op.code)
+        if conv is None:
+            base = op.code.split(":", 1)[0]
+            why = _OUT_OF_SCOPE.get(op.code) or _OUT_OF_SCOPE.get(base)
+            if why:
+                raise UnsupportedOperatorError(op.code, op.index, (), reason=why)
+            raise UnsupportedOperatorError(op.code, op.index, tuple(_CONVERTERS))
+        if op.options.get("_missing"):
+            raise ModelFormatError(f"operator {op.index} ({op.code}) has no builtin options")
+        ins = [self.tname(i, f"input {k}") for k, i in enumerate(op.inputs)]
+        outs = [self.tname(i, f"output {k}") for k, i in enumerate(op.outputs)]
+        if not outs or any(not o for o in outs):
+            raise ModelFormatError(f"operator {op.index} ({op.code}) has a missing output")
+        conv(self, op, ins, outs)
 
     def activation(self, op: _RawOp) -> str:
         code = int(op.options.get("activation", 0))
@@ -445,6 +470,32 @@ class _Importer:
                 f"hybrid model: operator {op.index} ({op.code}) applies {tw.dtype} weights {w!r} to float32 "
                 f"activations {x!r}. Hybrid (dynamic-range quantized) models are not supported; use the "
                 "fully int8 or the float32 model")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why one operator of a model cannot be imported or compiled (`survey`)."""
+
+    index: int
+    op: str
+    reason: str
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, UnsupportedOperatorError):
+        return exc.reason or "no converter for this operator"
+    return str(exc)
+
+
+_VARIABLES_AND_CONTROL_FLOW = ("resource variables and control flow are out of scope for utvm: it compiles one "
+                               "static subgraph")
+#: operators refused on purpose, with the reason shown instead of the supported list
+_OUT_OF_SCOPE: dict[str, str] = {
+    **{code: _VARIABLES_AND_CONTROL_FLOW
+       for code in ("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE", "IF", "WHILE")},
+    "CUSTOM:ethos-u": "Ethos-U NPU command streams run only on Arm's NPU driver; compile the model before "
+                      "Vela's conversion (the plain int8 .tflite) for utvm",
+}
 
 
 class ImportQuirkWarning(UserWarning):
@@ -570,6 +621,8 @@ def _unary(name: str, **attrs: Any) -> Callable[[_Importer, _RawOp, list[str], l
 
 def _reshape(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
     _arity(imp, op, ins, 1, 2)
+    if op.code == "EXPAND_DIMS":  # TFLite Micro's EXPAND_DIMS copies float32, int8 and int16 only
+        _tflm_dtypes(imp, op, ins[0], ("float32", "int8", "int16", "uint8"))
     imp.emit("reshape", [ins[0]], outs, shape=tuple(imp.tensors[outs[0]].shape))
 
 
@@ -593,14 +646,16 @@ def _pad(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
             raise ModelFormatError(f"operator {op.index} ({op.code}): constant_values {ins[2]!r} has "
                                    f"{values.size} elements; it must be a scalar")
         value = values.ravel()[0].item()
-    elif y.dtype != "float32":
+    elif y.dtype in ("int8", "uint8"):  # TFLite Micro pads the other types with 0
         value = y.quant.zero_point[0] if y.quant is not None else 0
     imp.emit("pad", [ins[0]], outs, pads=tuple((int(a), int(b)) for a, b in pads), value=value)
 
 
 def _mean(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
+    from utvm.frontend._tflite_reduce import _int32_const  # int32 only (TFLM), an empty list allowed
+
     _arity(imp, op, ins, 2, 2)
-    axes = tuple(int(a) for a in imp.const_ints(op.inputs[1], "axis").ravel())
+    axes = tuple(int(a) for a in _int32_const(imp, op, 1, "axis").ravel())
     imp.emit("mean", [ins[0]], outs, axes=axes, keepdims=bool(op.options.get("keep_dims", False)))
 
 
@@ -613,8 +668,17 @@ def _concat(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None
     imp.emit("concat", ins, outs, axis=int(op.options.get("axis", 0)))
 
 
+def _tflm_dtypes(imp: _Importer, op: _RawOp, name: str, dtypes: tuple[str, ...]) -> None:
+    """Refuse a dtype TFLite Micro's kernel refuses (uint8 stays: utvm's data movement carries it)."""
+    if imp.tensors[name].dtype not in dtypes:
+        raise UnsupportedModelError(f"operator {op.index} ({op.code}): input {name!r} is "
+                                    f"{imp.tensors[name].dtype}; TFLite Micro's {op.code} supports "
+                                    + ", ".join(d for d in dtypes if d != "uint8"))
+
+
 def _transpose(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
     _arity(imp, op, ins, 2, 2)
+    _tflm_dtypes(imp, op, ins[0], ("float32", "int8", "int16", "uint8"))
     perm = tuple(int(p) for p in imp.const_ints(op.inputs[1], "perm").ravel())
     imp.emit("transpose", [ins[0]], outs, perm=perm)
 
@@ -710,6 +774,68 @@ def from_tflite(model: str | os.PathLike | bytes | bytearray | memoryview, *, na
     except GraphError as exc:
         raise UnsupportedModelError(f"TFLite model {gname!r} cannot be imported: {exc}") from exc
     return graph
+
+
+def survey(model: str | os.PathLike | bytes, *, name: str | None = None) -> tuple[Graph | None, list[Problem]]:
+    """Everything that keeps a TFLite model from compiling, at once: every operator without a converter or
+    with an unsupported configuration, every node whose dtypes or attributes utvm's op or kernel refuse.
+    Returns (the graph of what imported, problems in operator order); ([], graph) when it all compiles."""
+    from utvm.compiler.kernels import supported_ops
+    from utvm.ir.interp import prepare_node
+
+    if isinstance(model, bytes | bytearray | memoryview):
+        buf, gname = bytes(model), name or "model"
+    else:
+        path = Path(model)
+        try:
+            buf = path.read_bytes()
+        except OSError as exc:
+            raise ModelFormatError(f"cannot read TFLite model {str(path)!r}: {exc.strerror or exc}") from exc
+        gname = name or _sanitize(path.stem)
+    raw = _read(buf)
+    importer = _Importer(raw, gname)
+    importer.check_limits()
+    problems: list[Problem] = []
+    graph = importer.run(problems)
+    op_of_output = {t: (op.index, op.code) for op in raw.ops for t in (importer.names.get(i) for i in op.outputs) if t}
+    kernels = set(supported_ops())
+    ready = []
+    for i, node in enumerate(graph.nodes):
+        where = op_of_output.get(node.outputs[0] if node.outputs else "", (i, node.op))
+        try:
+            prepare_node(graph, i, "double")
+        except (UnsupportedModelError, ModelFormatError, GraphError) as exc:
+            problems.append(Problem(where[0], where[1], str(exc)))
+            continue
+        if node.op not in kernels:
+            problems.append(Problem(where[0], where[1], f"no C kernel for utvm op {node.op!r}"))
+            continue
+        ready.append((i, where))
+    problems += _kernel_problems(graph, ready)
+    problems.sort(key=lambda p: p.index)
+    return graph, problems
+
+
+def _kernel_problems(graph: Graph, ready: list[tuple[int, tuple[int, str]]]) -> list[Problem]:
+    """Generate each node's C kernel on its own: a dtype or attribute the kernel refuses is a problem."""
+    from utvm.compiler.kernels import get_kernel
+    from utvm.compiler.lower import kernel_contexts
+    from utvm.errors import CompileError
+
+    where = dict(ready)
+    out = []
+    try:
+        contexts = list(kernel_contexts(graph, "survey", "double"))
+    except (CompileError, GraphError, UnsupportedModelError):  # the nodes' own checks named it already
+        return out
+    for ctx in contexts:
+        if ctx.index not in where:
+            continue
+        try:
+            get_kernel(ctx.node, ctx.index)(ctx)
+        except (CompileError, GraphError, UnsupportedModelError) as exc:
+            out.append(Problem(where[ctx.index][0], where[ctx.index][1], str(exc)))
+    return out
 
 
 def _sanitize(stem: str) -> str:

@@ -21,7 +21,7 @@ import numpy as np
 
 from utvm.errors import GraphError, ModelFormatError
 
-DTYPES = ("int8", "uint8", "int16", "int32", "int64", "float32", "bool")
+DTYPES = ("int8", "uint8", "int16", "int32", "int64", "float32", "bool", "uint32", "uint64")
 IR_VERSION = 1
 
 

@@ -2,7 +2,12 @@
 
 This file is the contract between the frontends (which produce these ops), the reference interpreter and
 the C code generator. Layout is NHWC everywhere (the ONNX frontend converts). Tensors are float32, or int8
-with per-tensor activations / per-channel (axis 0 of OHWI, axis 3 of 1HW(C*M)) weights and int32 biases.
+with per-tensor activations / per-channel (axis 0 of OHWI, axis 3 of 1HW(C*M)) weights and int32 biases, or
+int16 activations (16x8: int8 weights, int64/int32 biases), plus bool/int32/int64/uint32/uint64 where
+TFLite Micro's kernels take them. The ops listed below are the original families; the TFLM-parity families
+(FAMILY_MODULES at the end of this file: unary, binary, movement, gather, reduction, transpose_conv,
+recurrent, signal) document their ops, dtypes and attributes in their own module docstrings, and
+docs/operators.md maps every TFLite operator to them. Stateful ops define `state_spec` (utvm.ir.interp).
 
 Canonical ops and their attributes (every attribute is always present after import; frontends fill
 defaults). Inputs in brackets are optional ("" in Node.inputs when absent):
@@ -88,6 +93,14 @@ OP_MODULES: dict[str, str] = {
     "batch_norm": "batch_norm",
 }
 
+ACTIVATIONS = ("none", "relu", "relu6", "relu_n1_to_1", "tanh", "sign_bit")
+
+
+def op_module(op: str) -> ModuleType:
+    """The module that defines `op`; UnsupportedOperatorError-free: callers check `op in OP_MODULES`."""
+    return importlib.import_module(f"utvm.ops.{OP_MODULES[op]}")
+
+
 # Op families in modules of their own: each declares `OPS = ("abs", ...)`, the canonical ops it defines
 # (infer/prepare/reference dispatch on node.op inside the module).
 FAMILY_MODULES: tuple[str, ...] = ("unary", "binary", "movement", "gather", "reduction", "transpose_conv",
@@ -97,10 +110,3 @@ for _family in FAMILY_MODULES:
         if _op in OP_MODULES:
             raise RuntimeError(f"op {_op!r} is defined by both utvm.ops.{OP_MODULES[_op]} and utvm.ops.{_family}")
         OP_MODULES[_op] = _family
-
-ACTIVATIONS = ("none", "relu", "relu6", "relu_n1_to_1", "tanh", "sign_bit")
-
-
-def op_module(op: str) -> ModuleType:
-    """The module that defines `op`; UnsupportedOperatorError-free: callers check `op in OP_MODULES`."""
-    return importlib.import_module(f"utvm.ops.{OP_MODULES[op]}")

@@ -11,8 +11,8 @@ Rounding modes, chosen per compile (`ROUNDINGS`), and what each kernel family do
   requantizes with single rounding there; conv2d, depthwise_conv2d, add, sub, mul, relu/relu6/clip,
   quantize (int8 -> int8), mean and batch matmul all requantize with gemmlowp double rounding.
 * "double" reproduces TensorFlow Lite Micro's requantization: double rounding in every kernel.
-  (int8 logistic/tanh are lookup tables computed the LiteRT way in both modes; TFLM's fixed-point
-  tanh differs from them in rare entries, e.g. 2 of 256 at input scale 0.0152, zero point 12.)
+  (int8 logistic/tanh are lookup tables in both modes: LiteRT's float LUT in "single", TFLM's gemmlowp
+  fixed-point functions in "double"; int8 relu6 in "double" clamps in the input's domain, as TFLM does.)
 
 Contents:
 

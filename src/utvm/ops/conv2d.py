@@ -15,6 +15,19 @@ int8 weights). The accumulator cannot overflow int32 for the kernel sizes models
 most 255 * 128 < 2**15, so up to 2**16 taps fit.
 
 Float: the same sums in float (accumulated in float64 here), plus bias, clamped to the activation range.
+
+int16 activations with int8 weights ("16x8", TFLM's `ConvPerChannel` / `DepthwiseConvPerChannel` for
+int16): per-channel or per-tensor symmetric int8 weights, bias int64 (conv2d also int32; TFLM reads a
+depthwise bias as int64 whatever its type, so an int32 one is refused), and
+
+    acc = bias[o] + sum over the window x * w        (NO zero points: TFLM's int16 kernels ignore the input
+                                                      and output zero points in the arithmetic)
+    y   = clamp(MBQM(acc, multiplier[o], shift[o]), act_min, act_max)
+
+where the accumulator is int64 with an int64 bias (or no bias) and MBQM is TFLite's int64
+MultiplyByQuantizedMultiplier (`multiply_by_quantized_multiplier_int64`: the multiplier reduced to 16 bits,
+one rounding), and the accumulator is int32 (wrapping) with an int32 bias and MBQM is the usual int32 one.
+The clamp range still comes from the output's zero point, as TFLM computes it.
 """
 
 from __future__ import annotations
@@ -81,6 +94,8 @@ class Conv2DParams:
     multiplier: tuple[int, ...] = ()
     shift: tuple[int, ...] = ()
     rounding: str = "single"
+    #: int16 only: 64 (int64 accumulator and bias, int64 MBQM) or 32 (int32 bias, int32 accumulator)
+    acc_bits: int = 32
 
     @property
     def kernel(self) -> tuple[int, int]:
@@ -139,7 +154,13 @@ def _geometry(node: Node, graph: Graph):  # noqa: ANN202
 
 def infer(node: Node, graph: Graph) -> list[c.OutType]:
     x, w, b, _, oshape, _, _ = _geometry(node, graph)
-    c.check_dtype(node, graph, x, ("float32", "int8"), "input")
+    c.check_dtype(node, graph, x, ("float32", "int8", "int16"), "input")
+    if x.dtype == "int16":
+        c.check_dtype(node, graph, w, ("int8",), "weights (int16 activations take int8 weights)")
+        if b is not None:
+            allowed = ("int64",) if node.op == "depthwise_conv2d" else ("int64", "int32")
+            c.check_dtype(node, graph, b, allowed, "bias")
+        return [(oshape, "int16")]
     if x.dtype == "float32":
         if w.dtype != "float32":
             raise c.fail(node, graph, f"float32 input with {w.dtype} weights {w.name!r} (a hybrid model): "
@@ -173,6 +194,9 @@ def prepare(node: Node, graph: Graph, rounding: str = "single") -> Conv2DParams:
     mult, shift = c.weight_multipliers(node, graph, w, 0 if node.op == "conv2d" else 3, n_out, s_in, s_out, rounding)
     if any(int(z) != 0 for z in w.quant.zero_point):
         raise c.fail(node, graph, f"int8 weights {w.name!r} must be symmetric (zero point 0), got {w.quant.zero_point}")
+    if dtype == "int16":  # TFLM's int16 kernels use no zero point in the arithmetic
+        return Conv2DParams(**common, multiplier=c.ints(mult), shift=c.ints(shift),
+                            acc_bits=32 if b is not None and b.dtype == "int32" else 64)
     return Conv2DParams(**common, input_zero_point=zp_in, output_zero_point=zp_out,
                         multiplier=c.ints(mult), shift=c.ints(shift))
 
@@ -200,4 +224,55 @@ def _accumulate(p: Conv2DParams, x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 def reference(p: Conv2DParams, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
     acc = _accumulate(p, x, w)
+    if p.dtype == "int16":
+        return finish_int16(p, acc, bias)
     return c.finish_accumulator(p, acc, bias)
+
+
+# --- int16 x int8 ("16x8") requantization ----------------------------------------------------------------------
+def wrap64(v: np.ndarray) -> np.ndarray:
+    """Python integers (an object array) reduced modulo 2**64 into int64 (C's wrap-around)."""
+    a = np.asarray(v, dtype=object)
+    return np.asarray((a + (1 << 63)) % (1 << 64) - (1 << 63), dtype=object).astype(np.int64)
+
+
+def multiply_by_quantized_multiplier_int64(x: np.ndarray | int, multiplier: np.ndarray | int,
+                                           shift: np.ndarray | int, rounding: str = "double") -> np.ndarray:
+    """TFLite's MultiplyByQuantizedMultiplier(int64 x, int32 multiplier, int shift) -> int32 (as int64 array).
+
+    "double" (TFLM, TFLite without TFLITE_SINGLE_ROUNDING): the multiplier is first reduced to 16 bits,
+    r = (m + 2**15) >> 16 (0x7FFF from m >= 0x7FFF0000), then y = (x * r + 2**(14 - shift)) >> (15 - shift):
+    one rounding, ties towards +infinity. "single" (TFLITE_SINGLE_ROUNDING): y = (x * m + 2**(30 - shift))
+    >> (31 - shift) in int64 arithmetic (wrapping like C). The result is truncated to int32 like C's cast.
+    """
+    x = np.asarray(x, dtype=np.int64)
+    m = np.asarray(multiplier, dtype=np.int64)
+    s = np.asarray(shift, dtype=np.int64)
+    if rounding == "double":
+        reduced = np.where(m < 0x7FFF0000, (m + (1 << 15)) >> 16, 0x7FFF)
+        total = 15 - s
+        return _quant.wrap32((x * reduced + (np.int64(1) << (total - 1))) >> total)
+    if rounding == "single":
+        total = 31 - s
+        prod = wrap64(x.astype(object) * m.astype(object) + (np.int64(1) << (total - 1)).astype(object))
+        return _quant.wrap32(prod >> total)
+    raise ValueError(f"rounding must be one of {_quant.ROUNDINGS}, not {rounding!r}")
+
+
+def requantize_int16(acc: np.ndarray, acc_bits: int, multiplier: np.ndarray, shift: np.ndarray, rounding: str,
+                     output_zero_point: int, act_min: int, act_max: int, dtype: str = "int16") -> np.ndarray:
+    """The 16x8 epilogue: an int64 accumulator with the int64 MBQM, or (acc_bits 32) the int32 accumulator
+    (wrapped) with the int32 MBQM; plus the output zero point; clamped."""
+    if acc_bits == 32:
+        y = _quant.multiply_by_quantized_multiplier(_quant.wrap32(acc), multiplier, shift, rounding)
+    else:
+        y = multiply_by_quantized_multiplier_int64(acc, multiplier, shift, rounding)
+    return np.clip(y + output_zero_point, act_min, act_max).astype(dtype)
+
+
+def finish_int16(p: Conv2DParams, acc: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    acc = np.rint(acc).astype(np.int64)
+    if bias is not None:
+        acc = acc + bias.astype(np.int64)
+    return requantize_int16(acc, p.acc_bits, np.asarray(p.multiplier, np.int64), np.asarray(p.shift, np.int64),
+                            p.rounding, p.output_zero_point, int(p.act_min), int(p.act_max))

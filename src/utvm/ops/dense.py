@@ -11,7 +11,17 @@ per-channel weights (axis 0): one per output row, as for conv2d.
 
 matmul (a[..., M, K], b[..., K, N]) follows numpy's matmul broadcasting. int8 is TFLite's BATCH_MATMUL:
 acc = sum (a - a_zp) * (b - b_zp), one per-tensor multiplier QuantizeMultiplier(s_a * s_b / s_out) and no
-activation (the output range clamps).
+activation (the output range clamps). int16 (TFLM's BatchMatMul<int16_t, int64_t>): zero points must be 0
+(TFLM refuses others), an int64 accumulator and the int64 MultiplyByQuantizedMultiplier.
+
+int16 dense ("16x8", TFLM's integer FullyConnected on int16): int8 weights (per tensor, with a zero point, or
+per channel), bias int64 or int32, and unlike int16 conv the zero points ARE used:
+
+    acc[o] = bias[o] + sum_k (x[k] - input_zero_point) * (w[o, k] - weight_zero_point)
+    y[o]   = clamp(MBQM(acc[o], multiplier[o], shift[o]) + output_zero_point, act)
+
+with an int64 accumulator and TFLite's int64 MultiplyByQuantizedMultiplier for an int64 bias (or none), an
+int32 (wrapping) accumulator and the int32 MBQM for an int32 bias (utvm.ops.conv2d.requantize_int16).
 """
 
 from __future__ import annotations
@@ -64,6 +74,8 @@ class DenseParams:
     multiplier: tuple[int, ...] = ()
     shift: tuple[int, ...] = ()
     rounding: str = "single"
+    #: int16 only: 64 (int64 accumulator and bias, int64 MBQM) or 32 (int32 bias and accumulator)
+    acc_bits: int = 32
 
 
 def attrs_of(node: Node) -> DenseAttrs | MatmulAttrs:
@@ -93,15 +105,21 @@ def infer(node: Node, graph: Graph) -> list[c.OutType]:
     if node.op == "matmul":
         c.check_count(node, graph, 2)
         a, b = c.req(node, graph, 0), c.req(node, graph, 1)
-        c.check_dtype(node, graph, a, ("float32", "int8"), "input")
+        c.check_dtype(node, graph, a, ("float32", "int8", "int16"), "input")
         if b.dtype != a.dtype:
             raise c.fail(node, graph, f"operands {a.name!r} ({a.dtype}) and {b.name!r} ({b.dtype}) differ in dtype")
+        if a.dtype == "int16":
+            y = graph.tensors.get(node.outputs[0]) if node.outputs else None
+            zps = [int(t.quant.zero_point[0]) for t in (a, b, y) if t is not None and t.quant is not None]
+            if any(zps):
+                raise c.fail(node, graph, f"int16 matmul needs zero points 0 (TFLM's BATCH_MATMUL refuses others); "
+                                          f"got {zps}")
         return [(_matmul_shape(node, graph, a.shape, b.shape), a.dtype)]
     c.check_count(node, graph, (2, 3))
     x, w = c.req(node, graph, 0), c.req(node, graph, 1)
     bias = c.inp(node, graph, 2, optional=True)
     c.activation(node, graph)
-    c.check_dtype(node, graph, x, ("float32", "int8"), "input")
+    c.check_dtype(node, graph, x, ("float32", "int8", "int16"), "input")
     if len(w.shape) != 2:
         raise c.fail(node, graph, f"weights {w.name!r} must be [units, K], got shape {list(w.shape)}")
     if len(x.shape) < 1 or x.shape[-1] != w.shape[1]:
@@ -118,7 +136,7 @@ def infer(node: Node, graph: Graph) -> list[c.OutType]:
     else:
         c.check_dtype(node, graph, w, ("int8",), "weights")
         if bias is not None:
-            c.check_dtype(node, graph, bias, ("int32",), "bias")
+            c.check_dtype(node, graph, bias, ("int32", "int64") if x.dtype == "int16" else ("int32",), "bias")
     return [((*x.shape[:-1], w.shape[0]), x.dtype)]
 
 
@@ -142,7 +160,7 @@ def prepare(node: Node, graph: Graph, rounding: str = "single") -> DenseParams:
         m, s = _quant.quantize_multiplier(s_a * s_b / s_o, rounding)
         lo, hi = _quant.activation_range_quantized("none", s_o, zp_o, dtype)
         return DenseParams(**base, act_min=lo, act_max=hi, input_zero_point=zp_a, weight_zero_point=zp_b,
-                           output_zero_point=zp_o, multiplier=(m,), shift=(s,))
+                           output_zero_point=zp_o, multiplier=(m,), shift=(s,), acc_bits=64 if dtype == "int16" else 32)
     bias = c.inp(node, graph, 2, optional=True)
     k, units = b.shape[1], b.shape[0]
     act = c.activation(node, graph)
@@ -160,7 +178,8 @@ def prepare(node: Node, graph: Graph, rounding: str = "single") -> DenseParams:
         raise c.fail(node, graph, f"per-channel weights {b.name!r} must have zero point 0")
     wzp = 0 if len(wq.scale) > 1 else int(wq.zero_point[0])
     return DenseParams(**base, input_zero_point=zp_in, weight_zero_point=wzp, output_zero_point=zp_out,
-                       multiplier=c.ints(mult), shift=c.ints(shift))
+                       multiplier=c.ints(mult), shift=c.ints(shift),
+                       acc_bits=32 if bias is not None and bias.dtype == "int32" else 64 if dtype == "int16" else 32)
 
 
 def reference(p: DenseParams, a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
@@ -170,4 +189,10 @@ def reference(p: DenseParams, a: np.ndarray, b: np.ndarray, bias: np.ndarray | N
         acc = np.matmul(af, bf)
     else:
         acc = (af.reshape(p.batch, p.k) @ bf.T).reshape(p.output_shape)
+    if p.dtype == "int16":
+        from utvm.ops.conv2d import requantize_int16
+
+        acc = np.rint(acc).astype(np.int64) + (bias.astype(np.int64) if bias is not None else 0)
+        return requantize_int16(acc, p.acc_bits, np.asarray(p.multiplier, np.int64), np.asarray(p.shift, np.int64),
+                                p.rounding, p.output_zero_point, int(p.act_min), int(p.act_max))
     return c.finish_accumulator(p, acc, bias)

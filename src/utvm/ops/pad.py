@@ -1,9 +1,10 @@
-"""pad: constant padding, any rank; float32 and int8.
+"""pad: constant padding, any rank; float32, int8, int16 and int32.
 
 `pads` = ((before, after), ...) per axis (non-negative), `value` the padding value in the tensor's own
-domain: a float for float32, the quantized integer for int8 (TFLite PAD pads with the output zero point,
-PADV2 with its quantized constant). An optional second input holding the pads is ignored (the attribute
-is authoritative). For int8, TFLite requires input and output to share scale and zero point (checked).
+domain: a float for float32, the integer for int8/int16/int32 (TFLite PAD pads int8 with the output zero
+point and the other types with 0, PADV2 with its constant). An optional second input holding the pads is
+ignored (the attribute is authoritative). For int8, TFLite requires input and output to share scale and
+zero point (checked).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def attrs_of(node: Node) -> PadAttrs:
 def infer(node: Node, graph: Graph) -> list[c.OutType]:
     c.check_count(node, graph, (1, 2, 3))
     x = c.req(node, graph, 0)
-    c.check_dtype(node, graph, x, ("float32", "int8", "int32"), "input")
+    c.check_dtype(node, graph, x, ("float32", "int8", "int16", "int32"), "input")
     at = attrs_of(node)
     if len(at.pads) != len(x.shape):
         raise c.fail(node, graph, f"pads {list(at.pads)} need one (before, after) pair per axis of {x.name!r} "

@@ -1,4 +1,4 @@
-"""max_pool2d, avg_pool2d, global_avg_pool2d on NHWC tensors, float32 and int8.
+"""max_pool2d, avg_pool2d, global_avg_pool2d on NHWC tensors, float32, int8 and int16 (not global).
 
 Windows: explicit padding (top, left, bottom, right), strides, dilation; with `ceil_mode` the output length
 rounds up but a window starting in the trailing padding is dropped. Padded taps never win a max; an
@@ -12,6 +12,8 @@ so the kernel works on raw values:
     avg: s = sum over taps of x (raw int8); y = clamp(round_half_away(s / count), act)
          where round_half_away(s / n) = (s + n/2) / n for s > 0 and (s - n/2) / n otherwise (C division);
          with count_include_pad, padded taps add the zero point to s.
+
+int16 (TFLite Micro's int16 MaxPool / AveragePool): the same as int8, in the int16 range.
 
 global_avg_pool2d (x[N,H,W,C]) -> [N,1,1,C] is a mean over H and W; its int8 semantics are those of
 `mean` with axes (1, 2) and keepdims (see utvm.ops.reduce).
@@ -71,7 +73,8 @@ def attrs_of(node: Node) -> Pool2DAttrs:
 def infer(node: Node, graph: Graph) -> list[c.OutType]:
     c.check_count(node, graph, 1)
     x = c.req(node, graph, 0)
-    c.check_dtype(node, graph, x, ("float32", "int8"), "input")
+    c.check_dtype(node, graph, x, ("float32", "int8") if node.op == "global_avg_pool2d"
+                  else ("float32", "int8", "int16"), "input")
     if len(x.shape) != 4:
         raise c.fail(node, graph, f"input {x.name!r} must be NHWC (rank 4), got shape {list(x.shape)}")
     n, h, w, ch = x.shape
@@ -100,7 +103,7 @@ def prepare(node: Node, graph: Graph, rounding: str = "single") -> Pool2DParams 
     at = attrs_of(node)
     act = c.activation(node, graph)
     zp = 0
-    if dtype == "int8":
+    if dtype in ("int8", "int16"):
         _, zp = c.same_quant(node, graph, x, y)
     lo, hi = c.act_range(node, graph, y)
     return Pool2DParams(node.op, dtype, tuple(x.shape), oshape, tuple(at.pool), tuple(at.strides),
@@ -120,7 +123,7 @@ def reference(p: Pool2DParams, x: np.ndarray) -> np.ndarray:
         y = win.max(axis=(4, 5))
         if p.dtype == "float32":
             return c.clamp_float(y.astype(np.float32), float(p.act_min), float(p.act_max))
-        return np.clip(y, p.act_min, p.act_max).astype(np.int8)
+        return np.clip(y, p.act_min, p.act_max).astype(p.dtype)
     win = c.windows(xf, p.pool, p.strides, p.dilation, p.padding, (oh, ow), 0.0)
     total = np.where(mask, win, 0.0).sum(axis=(4, 5))
     if p.count_include_pad:
@@ -135,4 +138,4 @@ def reference(p: Pool2DParams, x: np.ndarray) -> np.ndarray:
     s = np.rint(total).astype(np.int64) + padded_taps * p.zero_point
     cnt = np.maximum(count.astype(np.int64), 1)  # a window with no tap inside: TFLite leaves it, we give 0
     y = np.where(s > 0, (s + cnt // 2) // cnt, -((-(s - cnt // 2)) // cnt))
-    return np.clip(y, p.act_min, p.act_max).astype(np.int8)
+    return np.clip(y, p.act_min, p.act_max).astype(p.dtype)

@@ -1,5 +1,5 @@
-"""quantize (float32 -> int8/uint8, or int8/uint8 -> int8/uint8 requantization) and dequantize
-(int8/uint8 -> float32).
+"""quantize (float32 -> int8/uint8/int16, or integer -> integer requantization) and dequantize
+(int8/uint8/int16 -> float32).
 
 TFLite semantics (Q = the output's integer type, int8 [-128, 127] or uint8 [0, 255]):
 
@@ -14,6 +14,12 @@ TFLite semantics (Q = the output's integer type, int8 [-128, 127] or uint8 [0, 2
 uint8 exists for the I/O of models converted with `inference_input_type/inference_output_type=tf.uint8`:
 a QUANTIZE right after the input and right before the output. The output type of quantize is the declared
 type of its output tensor (int8 when the graph does not declare it yet).
+
+int16 and int32 (TFLM's quantize kernel): float32 -> int16 is AffineQuantize as above; the requantizing
+pairs TFLM accepts besides int8/uint8 ones are int8 -> int16 / int32, int16 -> int8 / int16 / int32 and
+int32 -> int8 / int16, all `reference_ops::Requantize` with the int32 MBQM (`x - zp_in` and the final
+`+ zp_out` wrap like C's int32 arithmetic; the clamp is to the output type's range). Other pairs
+(e.g. float32 -> int32, uint8 -> int16) are refused, as TFLM refuses them.
 
 Only per-tensor quantization (activations) is supported here; per-channel constants are dequantized by
 constant folding with the same formula per channel.
@@ -58,20 +64,31 @@ class QuantizeParams:
 
 
 QUANTIZED = ("int8", "uint8")
-_RANGE = {"int8": (-128, 127), "uint8": (0, 255)}
+_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "int32": (-(2**31), 2**31 - 1)}
+#: input dtype -> the output dtypes quantize accepts for it (TFLM's quantize kernel, plus uint8 <-> int8/uint8)
+_QUANTIZE_PAIRS: dict[str, tuple[str, ...]] = {
+    "float32": ("int8", "uint8", "int16"),
+    "int8": ("int8", "uint8", "int16", "int32"),
+    "uint8": ("int8", "uint8"),
+    "int16": ("int8", "int16", "int32"),
+    "int32": ("int8", "int16"),
+}
 
 
 def infer(node: Node, graph: Graph) -> list[c.OutType]:
     c.check_count(node, graph, 1)
     x = c.req(node, graph, 0)
     if node.op == "dequantize":
-        c.check_dtype(node, graph, x, QUANTIZED, "input")
+        c.check_dtype(node, graph, x, (*QUANTIZED, "int16"), "input")
         return [(tuple(x.shape), "float32")]
-    c.check_dtype(node, graph, x, ("float32", *QUANTIZED), "input")
+    c.check_dtype(node, graph, x, tuple(_QUANTIZE_PAIRS), "input")
     declared = graph.tensors.get(node.outputs[0]) if node.outputs else None
     odt = "int8"
     if declared is not None:
-        c.check_dtype(node, graph, declared, QUANTIZED, "output")
+        allowed = _QUANTIZE_PAIRS[x.dtype]
+        if declared.dtype not in allowed:
+            raise c.fail(node, graph, f"output {declared.name!r} has dtype {declared.dtype}; supported: "
+                                      f"{', '.join(allowed)} (for input dtype {x.dtype}, as TFLM's quantize)")
         odt = declared.dtype
     return [(tuple(x.shape), odt)]
 
@@ -113,8 +130,9 @@ def reference(p: QuantizeParams, x: np.ndarray) -> np.ndarray:
         return (np.float64(p.input_scale) * (xi - p.input_zero_point)).astype(np.float32)
     if p.input_dtype == "float32":
         q = _quant.round_half_away(x.astype(np.float32) / np.float32(p.output_scale))
-        q = np.clip(q, -(2.0 ** 31), 2.0 ** 31 - 1).astype(np.int64) + p.output_zero_point
+        q = _quant.wrap32(np.clip(q, -(2.0 ** 31), 2.0 ** 31 - 1).astype(np.int64) + p.output_zero_point)
         return np.clip(q, *_RANGE[p.output_dtype]).astype(p.output_dtype)
-    y = _quant.multiply_by_quantized_multiplier(x.astype(np.int64) - p.input_zero_point, p.multiplier, p.shift,
-                                                p.rounding) + p.output_zero_point
+    xi = _quant.wrap32(x.astype(np.int64) - p.input_zero_point)
+    y = _quant.wrap32(_quant.multiply_by_quantized_multiplier(xi, p.multiplier, p.shift, p.rounding)
+                      + p.output_zero_point)
     return np.clip(y, *_RANGE[p.output_dtype]).astype(p.output_dtype)

@@ -1,12 +1,16 @@
-"""mean (TFLite MEAN, ONNX ReduceMean) and the mean behind global_avg_pool2d; float32 and int8.
+"""mean (TFLite MEAN, ONNX ReduceMean) and the mean behind global_avg_pool2d; float32, int8 and int16.
 
-int8 semantics (TFLite `reference_ops::QuantizedMeanOrSum` as LiteRT's reference MEAN runs it): with
+int8 and int16 semantics (TFLite `reference_ops::QuantizedMeanOrSum` as LiteRT's reference MEAN runs it): with
 n = number of reduced elements and (m, e) = QuantizeMultiplier(double(s_in) / double(s_out)), the 1/n is
 folded into the multiplier once:
 
     k  = min(floor(log2 n), 32, 31 + e)
     m' = (m << k) / n   (integer division),   e' = e - k
-    y  = clamp(MultiplyByQuantizedMultiplier(sum(x) - zp_in * n, m', e') + zp_out, -128, 127)
+    y  = clamp(MultiplyByQuantizedMultiplier(sum(x) - zp_in * n, m', e') + zp_out) to the dtype's range
+
+TFLite Micro computes MEAN the same way (int16 included; measured against its interpreter, also when input
+and output share scale and zero point, for TFLM's 4D H/W case and for any number of axes). A mean over no
+element (a reduced axis of extent 0) is a raw 0, as TFLM writes it.
 """
 
 from __future__ import annotations
@@ -67,7 +71,7 @@ def _out_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) ->
 def infer(node: Node, graph: Graph) -> list[c.OutType]:
     c.check_count(node, graph, (1, 2))
     x = c.req(node, graph, 0)
-    c.check_dtype(node, graph, x, ("float32", "int8"), "input")
+    c.check_dtype(node, graph, x, ("float32", "int8", "int16"), "input")
     at = attrs_of(node)
     axes = _axes(node, graph, len(x.shape), at.axes)
     return [(_out_shape(x.shape, axes, at.keepdims), x.dtype)]
@@ -76,7 +80,7 @@ def infer(node: Node, graph: Graph) -> list[c.OutType]:
 def prepare_mean(node: Node, graph: Graph, axes: tuple[int, ...], keepdims: bool, rounding: str) -> MeanParams:
     rounding = _quant.kernel_rounding(rounding, node.op)
     x, y = c.req(node, graph, 0), c.out(node, graph)
-    c.check_dtype(node, graph, x, ("float32", "int8"), "input")
+    c.check_dtype(node, graph, x, ("float32", "int8", "int16"), "input")
     axes = _axes(node, graph, len(x.shape), axes)
     count = int(np.prod([x.shape[a] for a in axes])) if axes else 1
     base = dict(dtype=x.dtype, input_shape=tuple(x.shape), output_shape=_out_shape(x.shape, axes, keepdims),
@@ -103,7 +107,10 @@ def reference(p: MeanParams, x: np.ndarray, *_unused: np.ndarray) -> np.ndarray:
     if p.dtype == "float32":
         y = x.astype(np.float64).mean(axis=p.axes, keepdims=p.keepdims) if p.axes else x.astype(np.float64)
         return y.astype(np.float32).reshape(p.output_shape)
+    if p.count == 0:  # TFLM returns before requantizing: raw zeros, not the output zero point
+        return np.zeros(p.output_shape, dtype=p.dtype)
     s = x.astype(np.int64).sum(axis=p.axes, keepdims=p.keepdims) if p.axes else x.astype(np.int64)
     acc = s - p.input_zero_point * p.count
     y = _quant.multiply_by_quantized_multiplier(acc, p.multiplier, p.shift, p.rounding) + p.output_zero_point
-    return np.clip(y, -128, 127).astype(np.int8).reshape(p.output_shape)
+    info = np.iinfo(np.dtype(p.dtype))
+    return np.clip(y, info.min, info.max).astype(p.dtype).reshape(p.output_shape)

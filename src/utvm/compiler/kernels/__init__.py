@@ -10,7 +10,7 @@ and returns C *statements* that compute the outputs from the inputs. The code ge
 function in the chosen calling convention (DESIGN.md §6), so a kernel never sees DLTensor, TVMValue or
 the convention:
 
-    int32_t tvmgen_<model>_<op>(const int8_t* in0, const int8_t* in1, int8_t* out0 [, uint8_t* scratch])
+    int32_t tvmgen_<model>_<op>(const int8_t* in0, ..., int8_t* out0 [, uint8_t* scratch] [, uint8_t* state])
 
 Rules for kernel bodies (they are checked by the tests of every op):
 - Arguments: `ctx.inputs[i]` is the C expression of node input i: a parameter (`in0`, ...) for tensors
@@ -29,6 +29,11 @@ Rules for kernel bodies (they are checked by the tests of every op):
   planner uses it only when legal (same size, the input dies here, not a model input or output).
 - `scratch_bytes`: temporary memory the kernel needs for the duration of the call; the planner places it
   in the workspace and the kernel receives it as `uint8_t* scratch` (16-byte aligned).
+- `persistent_bytes`: state the kernel keeps from one run of the model to the next (SVDF's and LSTM's
+  variable tensors, delay lines): the planner places it in the workspace for the whole run and across runs
+  (never shared), all-zero before the first run; the kernel receives it as `uint8_t* state` (`ctx.state`,
+  16-byte aligned, after `scratch`). A kernel with state must be the only writer of it and encode its
+  initial value as all-zero bytes.
 - `ctx.target` is the CPU the code is for (utvm.target: DSP extension, FPU): the only place a kernel may
   learn it. A DSP target's kernels may use ACLE intrinsics (`ctx.require_dsp()` includes <arm_acle.h> and
   makes the file fail to compile, with an #error, on a compiler not told that CPU).
@@ -62,6 +67,8 @@ C_TYPES: dict[str, str] = {
     "int64": "int64_t",
     "float32": "float",
     "bool": "uint8_t",
+    "uint32": "uint32_t",
+    "uint64": "uint64_t",
 }
 
 # IR dtype -> (DLDataTypeCode, bits) for argument checks.
@@ -73,6 +80,8 @@ DL_TYPES: dict[str, tuple[int, int]] = {
     "int64": (0, 64),
     "float32": (2, 32),
     "bool": (6, 8),
+    "uint32": (1, 32),
+    "uint64": (1, 64),
 }
 
 # Modules under utvm.compiler.kernels that register kernels; imported on first use.
@@ -93,6 +102,8 @@ class KernelCode:
     uses_libm: bool = False
     #: what goes before the function's definition (a macro from a helper, e.g. TVM_NO_SCHED)
     attributes: str = ""
+    #: bytes of state kept across runs (`ctx.state`); 0 for stateless kernels
+    persistent_bytes: int = 0
 
 
 # --- helpers: shared C functions a kernel may ask for ---------------------------------------------------
@@ -258,6 +269,8 @@ def c_literal(value: Any, dtype: str) -> str:
     v = int(value)
     if dtype == "int64":
         return "(-9223372036854775807LL - 1)" if v == -(2**63) else f"{v}LL"
+    if dtype in ("uint32", "uint64"):
+        return f"{v}U" if dtype == "uint32" else f"{v}ULL"
     if dtype in ("int32", "int16", "int8") and v == -(2**31):
         return "(-2147483647 - 1)"
     return str(v)
@@ -320,6 +333,8 @@ class KernelContext:
         self.inputs: Sequence[str] = _InputExprs(self, input_params)
         self.outputs = tuple(output_params)
         self.scratch = "scratch"
+        #: the C expression of the node's persistent state block (KernelCode.persistent_bytes)
+        self.state = "state"
         self.target = get_target(target)
         #: the point of this kernel's space it is emitted with (empty for kernels without a space)
         self.schedule: Schedule = dict(schedule or {})

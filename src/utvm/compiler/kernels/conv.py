@@ -5,6 +5,12 @@ the taps inside the input (padding taps are skipped, i.e. they hold the input ze
 requantized per output channel with the op's rounding, plus the output zero point, clamped to the fused
 activation's range. Float sums in float and adds the bias last, clamped to the activation range.
 
+int16 activations with int8 weights ("16x8", `_int16`): a plain C path of its own (no schedule space, no
+SIMD): the products x * w (int32) summed in an int64 accumulator, plus the bias; with an int64 bias (or none)
+requantized by TFLite's int64 MultiplyByQuantizedMultiplier (helper "conv16_requant64", defined here), with
+an int32 bias wrapped to int32 and requantized by the usual int32 helper; no zero point in the arithmetic
+(TFLM's int16 kernels ignore them); clamped to the activation range and stored as int16.
+
 Loop shape (TFLM reference order): batch, output row, output column, then output channel; the taps that
 fall inside the input are computed once per row / column (`_window.tap_range`), so the inner loops carry no
 bounds tests. conv2d's innermost loop runs over the input channels of a group (contiguous in both the input
@@ -16,7 +22,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from utvm.compiler.kernels import KernelCode, KernelContext, c_literal, multipliers_pm, register
+from utvm.compiler.kernels import (
+    _HELPER_NAMES,
+    _HELPERS,
+    KernelCode,
+    KernelContext,
+    c_literal,
+    multipliers_pm,
+    offset_term,
+    register,
+)
 from utvm.compiler.kernels._dot import dot_offsets, dot_run
 from utvm.compiler.kernels._gemm import (
     Requant,
@@ -32,6 +47,40 @@ from utvm.compiler.schedule import EMPTY_SPACE, Knob, Schedule, Space
 from utvm.ops.conv2d import Conv2DParams
 
 INT32_MAX = (1 << 31) - 1
+
+# TFLite's MultiplyByQuantizedMultiplier(int64_t x, int32_t multiplier, int shift) (the int16 x int8 kernels'):
+# "double" is the default build (TFLM): the multiplier reduced to 16 bits, one rounding; "single" is
+# TFLITE_SINGLE_ROUNDING. Products and sums in uint64 (wrap-around instead of signed overflow), the final
+# arithmetic shift and the int32 truncation as TFLite's C++ does them.
+_HELPERS["conv16_requant64:double"] = """\
+static inline int32_t tvm_conv16_requant64_double(int64_t x, int32_t multiplier, int32_t shift) {
+  const int64_t reduced = multiplier < 0x7FFF0000 ? (int64_t)((multiplier + (1 << 15)) >> 16) : 0x7FFF;
+  const int32_t total_shift = 15 - shift;
+  const uint64_t v = (uint64_t)x * (uint64_t)reduced + ((uint64_t)1 << (total_shift - 1));
+  return (int32_t)((int64_t)v >> total_shift);
+}"""
+_HELPERS["conv16_requant64:single"] = """\
+static inline int32_t tvm_conv16_requant64_single(int64_t x, int32_t multiplier, int32_t shift) {
+  const int32_t total_shift = 31 - shift;
+  const uint64_t v = (uint64_t)x * (uint64_t)(int64_t)multiplier + ((uint64_t)1 << (total_shift - 1));
+  return (int32_t)((int64_t)v >> total_shift);
+}"""
+_HELPER_NAMES["conv16_requant64:double"] = "tvm_conv16_requant64_double"
+_HELPER_NAMES["conv16_requant64:single"] = "tvm_conv16_requant64_single"
+
+
+def requant_int16_stmts(ctx: KernelContext, rounding: str, acc_bits: int, acc: str, mult: str, shift: str,
+                        zero_point: int, lo: int, hi: int, dst: str) -> str:
+    """The 16x8 epilogue on the int64 accumulator `acc` (bias already added): requantize (int64 MBQM, or the
+    int32 one on the wrapped int32 accumulator for acc_bits 32), add the output zero point, clamp, store."""
+    clamp = ctx.helper("clamp_i32")
+    if acc_bits == 32:
+        rq = ctx.helper("requant", rounding)
+        scaled = f"{rq}((int32_t)(uint32_t)(uint64_t){acc}, {mult}, {shift})"
+    else:
+        rq = ctx.helper(f"conv16_requant64:{rounding}")
+        scaled = f"{rq}({acc}, {mult}, {shift})"
+    return f"{dst} = (int16_t){clamp}({scaled}{offset_term(zero_point)}, {int(lo)}, {int(hi)});"
 
 
 def _gemm_able(ctx: KernelContext, p: Conv2DParams) -> bool:
@@ -82,6 +131,8 @@ def direct(ctx: KernelContext) -> KernelCode:
     """The scalar kernels of conv2d and depthwise_conv2d (float32 and int8): the weight sums folded at
     compile time for interior windows (`_fast_int8`), TFLite's loop form otherwise."""
     p: Conv2DParams = ctx.params()
+    if p.dtype == "int16":
+        return _int16(ctx, p)
     if p.dtype not in ("float32", "int8"):
         raise ctx.error(f"no {ctx.node.op} kernel for dtype {p.dtype}")
     if p.dtype == "int8":
@@ -203,7 +254,7 @@ for (int32_t b = 0; b < {n}; ++b) {{
 }}"""
 
 
-_T = {"int8": "int8_t", "float32": "float"}
+_T = {"int8": "int8_t", "float32": "float", "int16": "int16_t"}
 _IN, _OUT = "@IN@", "@OUT@"
 
 
@@ -275,6 +326,72 @@ for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {{
     return (f"for (int32_t gi = 0; gi < {g}; ++gi) {{\n"
             f"  for (int32_t oj = 0; oj < {og}; ++oj) {{\n"
             f"    const int32_t oc = gi * {og} + oj;\n{_indent(per_channel, 2)}\n  }}\n}}")
+
+
+# --- int16 x int8 ---------------------------------------------------------------------------------------------
+
+def _int16(ctx: KernelContext, p: Conv2DParams) -> KernelCode:
+    """conv2d (with groups) and depthwise_conv2d on int16 activations: TFLM's loops, int64 accumulators."""
+    _, _, w, c = p.input_shape
+    n_out = p.output_shape[3]
+    kh, kw = p.kernel
+    ay, ax = _axes(p)
+    wts = ctx.inputs[1]
+    mult, shift = _requant_terms(ctx, p, "oc")
+    bias = f"acc += (int64_t){ctx.inputs[2]}[oc];\n" if p.has_bias else ""
+    consts = ""
+    if len(set(p.multiplier)) == 1 and len(set(p.shift)) == 1:
+        consts = (f"const int32_t output_multiplier = {p.multiplier[0]};\n"
+                  f"const int32_t output_shift = {p.shift[0]};\n")
+    if p.op == "depthwise_conv2d":
+        m = p.depth_multiplier
+        store = requant_int16_stmts(ctx, p.rounding, p.acc_bits, "acc", mult, shift, p.output_zero_point,
+                                    int(p.act_min), int(p.act_max), "yp[oc]")
+        inner = f"""\
+for (int32_t oc = 0; oc < {n_out}; ++oc) {{
+  sums[oc] = 0;
+}}
+for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {{
+  const int16_t* const xrow = xb + ({pos("iy0", "ky", p.dilation[0])}) * {w * c};
+  for (int32_t kx = kx_lo; kx < kx_hi; ++kx) {{
+    const int16_t* const xp = xrow + ({pos("ix0", "kx", p.dilation[1])}) * {c};
+    const int8_t* const wp = {wts} + (ky * {kw} + kx) * {n_out};
+    for (int32_t oc = 0; oc < {n_out}; ++oc) {{
+      sums[oc] += (int64_t)((int32_t)xp[oc / {m}] * (int32_t)wp[oc]);
+    }}
+  }}
+}}
+for (int32_t oc = 0; oc < {n_out}; ++oc) {{
+  int64_t acc = sums[oc];
+{_indent(bias + store, 1)}
+}}"""
+        body = (consts + f"/* int64 accumulators of the {n_out} output channels of one pixel. */\n"
+                f"int64_t* const sums = (int64_t*)(void*){ctx.scratch};\n"
+                + _pixel_loops(p, ay, ax, inner) + "\nreturn 0;")
+        return KernelCode(body=_finish(ctx, body), scratch_bytes=8 * n_out)
+    g = p.groups
+    cg, og = c // g, n_out // g
+    store = requant_int16_stmts(ctx, p.rounding, p.acc_bits, "acc", mult, shift, p.output_zero_point,
+                                int(p.act_min), int(p.act_max), "yp[oc]")
+    group_in = f" + (oc / {og}) * {cg}" if g > 1 else ""
+    inner = f"""\
+for (int32_t oc = 0; oc < {n_out}; ++oc) {{
+  const int8_t* const wo = {wts} + oc * {kh * kw * cg};
+  int64_t acc = 0;
+  for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {{
+    const int16_t* const xrow = xb + ({pos("iy0", "ky", p.dilation[0])}) * {w * c}{group_in};
+    for (int32_t kx = kx_lo; kx < kx_hi; ++kx) {{
+      const int16_t* const xp = xrow + ({pos("ix0", "kx", p.dilation[1])}) * {c};
+      const int8_t* const wp = wo + (ky * {kw} + kx) * {cg};
+      for (int32_t ic = 0; ic < {cg}; ++ic) {{
+        acc += (int64_t)((int32_t)xp[ic] * (int32_t)wp[ic]);
+      }}
+    }}
+  }}
+{_indent(bias + store, 1)}
+}}"""
+    body = consts + _pixel_loops(p, ay, ax, inner) + "\nreturn 0;"
+    return KernelCode(body=_finish(ctx, body))
 
 
 # --- depthwise_conv2d ------------------------------------------------------------------------------------------

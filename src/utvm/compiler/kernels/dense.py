@@ -2,6 +2,11 @@
 
 int8 is TFLite's integer FullyConnected (per-tensor or per-channel weights): the int32 accumulator of
 (x - input_zp) * (w - weight_zp) plus the bias is requantized per output row and clamped.
+
+int16 activations with int8 weights ("16x8"): a plain C loop of its own (no schedule space): the same sum
+in an int64 accumulator (zero points included, as TFLM's int16 FullyConnected uses them), requantized by the
+int64 MultiplyByQuantizedMultiplier for an int64 bias (or none), by the int32 one on the wrapped int32
+accumulator for an int32 bias (utvm.compiler.kernels.conv.requant_int16_stmts).
 """
 
 from __future__ import annotations
@@ -131,6 +136,8 @@ for (int32_t b = 0; b < {p.batch}; ++b) {{
 }}
 return 0;"""
         return KernelCode(body=body)
+    if p.dtype == "int16":
+        return _dense_int16(ctx, p)
     if p.dtype != "int8":
         raise ctx.error(f"no dense kernel for dtype {p.dtype}")
     rq = ctx.helper("requant_pm" if multipliers_pm(p.multiplier) else "requant", p.rounding)
@@ -172,6 +179,35 @@ for (int32_t b = 0; b < {p.batch}; ++b) {{
     }}
     acc = {rq}(acc, {mult}, {shift}){offset_term(p.output_zero_point)};
     {y}[b * {p.units} + o] = (int8_t){clamp}(acc, {int(p.act_min)}, {int(p.act_max)});
+  }}
+}}
+return 0;"""
+    return KernelCode(body=body)
+
+
+def _dense_int16(ctx: KernelContext, p: DenseParams) -> KernelCode:
+    from utvm.compiler.kernels.conv import requant_int16_stmts
+
+    x, w, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    if len(set(p.multiplier)) == 1 and len(set(p.shift)) == 1:
+        mult, shift = str(p.multiplier[0]), str(p.shift[0])
+    else:
+        mult = ctx.table("int32_t", p.multiplier, "multiplier") + "[o]"
+        shift = ctx.table("int32_t", p.shift, "shift") + "[o]"
+    bias = f"acc += (int64_t){ctx.inputs[2]}[o];\n" if p.has_bias else ""
+    x_off, w_off = offset_term(-p.input_zero_point), offset_term(-p.weight_zero_point)
+    store = requant_int16_stmts(ctx, p.rounding, p.acc_bits, "acc", mult, shift, p.output_zero_point,
+                                int(p.act_min), int(p.act_max), f"{y}[b * {p.units} + o]")
+    body = f"""\
+for (int32_t b = 0; b < {p.batch}; ++b) {{
+  const int16_t* const row = {x} + b * {p.k};
+  for (int32_t o = 0; o < {p.units}; ++o) {{
+    const int8_t* const wrow = {w} + o * {p.k};
+    int64_t acc = 0;
+    for (int32_t k = 0; k < {p.k}; ++k) {{
+      acc += (int64_t)(((int32_t)row[k]{x_off}) * ((int32_t)wrow[k]{w_off}));
+    }}
+{_indent(bias + store, 2)}
   }}
 }}
 return 0;"""

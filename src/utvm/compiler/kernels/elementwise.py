@@ -1,5 +1,8 @@
 """Binary elementwise kernels: add, sub, mul with numpy broadcasting and a fused activation.
 
+int16 takes int8's per-element form (left shift 15, the generic requantization helper); int32 wraps in
+uint32 arithmetic and clamps only where the activation asks (see utvm.ops.elementwise).
+
 float32: y = clamp(a op b, act_min, act_max) (TFLite clamps even without an activation: to +-FLT_MAX).
 int8: TFLite's integer add/sub (inputs rescaled after a left shift of 20) and mul; see utvm.ops.elementwise.
 
@@ -98,7 +101,18 @@ def direct(ctx: KernelContext) -> KernelCode:
         lo, hi = c_literal(p.act_min, "float32"), c_literal(p.act_max, "float32")
         clamp = ctx.helper("clamp_f32")
         body = f"{y}[io] = {clamp}({a}[ia] {op} {b}[ib], {lo}, {hi});"
-    elif p.dtype == "int8":
+    elif p.dtype == "int32":
+        wrap = {"add": "(uint32_t){a}[ia] + (uint32_t){b}[ib]", "sub": "(uint32_t){a}[ia] - (uint32_t){b}[ib]",
+                "mul": "(uint32_t){a}[ia] * (uint32_t){b}[ib]"}[ctx.node.op].format(a=a, b=b)
+        body = f"const int32_t v = (int32_t)({wrap});\n"
+        if (int(p.act_min), int(p.act_max)) == (-(1 << 31), INT32_MAX):
+            body += f"{y}[io] = v;"
+        else:
+            clamp = ctx.helper("clamp_i32")
+            body += (f"{y}[io] = {clamp}(v, {c_literal(p.act_min, 'int32')}, "
+                     f"{c_literal(p.act_max, 'int32')});")
+    elif p.dtype in ("int8", "int16"):
+        ctype = "int8_t" if p.dtype == "int8" else "int16_t"
         clamp = ctx.helper("clamp_i32")
         if multipliers_pm([p.output_multiplier]):
             rq_out = ctx.helper("requant_pm", p.rounding)
@@ -112,14 +126,15 @@ def direct(ctx: KernelContext) -> KernelCode:
             raw = "sa + sb" if ctx.node.op == "add" else "sa - sb"
             for dst, var, zp, m, e in (("sa", "va", p.a_zero_point, p.a_multiplier, p.a_shift),
                                        ("sb", "vb", p.b_zero_point, p.b_multiplier, p.b_shift)):
-                fast = rescale_input_stmts(dst, var, zp, p.left_shift, m, e, p.rounding)
+                fast = (rescale_input_stmts(dst, var, zp, p.left_shift, m, e, p.rounding)
+                        if p.dtype == "int8" else None)
                 if fast is None:
                     rq = ctx.helper("requant", p.rounding)
                     fast = f"const int32_t {dst} = {rq}({var} * {1 << p.left_shift}, {m}, {e});"
                 load += fast + "\n"
         body = (load + f"const int32_t acc = {rq_out}({raw}, {p.output_multiplier}, {p.output_shift})"
                 f"{offset_term(p.output_zero_point)};\n"
-                f"{y}[io] = (int8_t){clamp}(acc, {int(p.act_min)}, {int(p.act_max)});")
+                f"{y}[io] = ({ctype}){clamp}(acc, {int(p.act_min)}, {int(p.act_max)});")
     else:
         raise ctx.error(f"no {ctx.node.op} kernel for dtype {p.dtype}")
     loops = broadcast_loops(p.output_shape, [p.a_shape, p.b_shape], body, ["ia", "ib"])

@@ -1,4 +1,4 @@
-"""matmul (numpy matmul semantics with broadcast batch axes); float32 and int8 (utvm.ops.dense).
+"""matmul (numpy matmul semantics with broadcast batch axes); float32, int8 and int16 (utvm.ops.dense).
 
 Rank-1 operands are read as [1, K] (a) and [K, 1] (b). The batch axes broadcast like numpy
 (`broadcast_loops` keeps one flat batch index per operand), and each batch is a plain M x N x K product.
@@ -6,6 +6,7 @@ Rank-1 operands are read as [1, K] (a) and [K, 1] (b). The batch axes broadcast 
 float32: float sum, clamped to +-FLT_MAX as the reference's float32 cast and clamp do.
 int8 (TFLite BATCH_MATMUL): int32 sum of (a - a_zp) * (b - b_zp), one per-tensor requantization with the
 op's rounding, plus the output zero point, clamped. |acc| <= 255 * 255 * K, checked to fit int32.
+int16 (zero points 0): an int64 sum of a * b, TFLite's int64 requantization (utvm.compiler.kernels.conv).
 """
 
 from __future__ import annotations
@@ -45,6 +46,15 @@ def matmul(ctx: KernelContext) -> KernelCode:
                  f"yp[mi * @N@ + ni] = (int8_t){clamp}(acc, {int(p.act_min)}, {int(p.act_max)});")
         comment = f"/* The int32 accumulator cannot overflow: |acc| <= 255 * 255 * {k} < 2^31. */\n"
         t = "int8_t"
+    elif p.dtype == "int16":
+        from utvm.compiler.kernels.conv import requant_int16_stmts
+
+        acc_decl = "int64_t acc = 0;"
+        mac = "acc += (int64_t)((int32_t)ap[mi * @K@ + ki] * (int32_t)bp[ki * @N@ + ni]);"
+        store = requant_int16_stmts(ctx, p.rounding, 64, "acc", str(p.multiplier[0]), str(p.shift[0]),
+                                    p.output_zero_point, int(p.act_min), int(p.act_max), "yp[mi * @N@ + ni]")
+        comment = ""
+        t = "int16_t"
     else:
         raise ctx.error(f"no matmul kernel for dtype {p.dtype}")
     store_lines = "\n".join("    " + ln for ln in store.splitlines())

@@ -1,4 +1,4 @@
-"""pad: constant padding of any rank; float32, int8, int32 (utvm.ops.pad).
+"""pad: constant padding of any rank; float32, int8, int16, int32 (utvm.ops.pad).
 
 The output is first filled with the padding value, then the input is copied in row by row. A "row" is the
 longest contiguous run the padding leaves intact: the trailing axes without padding merge with the last

@@ -1,4 +1,4 @@
-"""max_pool2d, avg_pool2d and global_avg_pool2d on NHWC tensors; float32 and int8 (utvm.ops.pool).
+"""max_pool2d, avg_pool2d and global_avg_pool2d on NHWC tensors; float32, int8 and int16 (utvm.ops.pool).
 
 The taps of each window that fall inside the input are computed once per output row / column
 (`_window.tap_range`); the loops are batch, output row, output column, channel, taps (TFLM's order).
@@ -11,7 +11,8 @@ input (or inside the explicitly padded input with count_include_pad, the padded 
 point for int8 and 0 for float). int8 rounds half away from zero: (s + n/2) / n for s > 0, else
 (s - n/2) / n (C division truncates). The division is by the compile-time constant window size for
 every window that lies fully inside (a loop split), by the run-time count only at the borders. Float
-multiplies by 1/count.
+multiplies by 1/count. int16 (direct kernel only) is int8's code in the int16 range: max starts from
+-32768, the average's int32 sum holds |s| <= 32768 * taps.
 
 global_avg_pool2d is the mean over H and W (utvm.compiler.kernels.reduce).
 
@@ -93,8 +94,10 @@ def pool2d(ctx: KernelContext) -> KernelCode:
     if ctx.schedule.get("algo") == "cblock":
         return _cblock(ctx, ctx.params(), ctx.schedule)
     p: Pool2DParams = ctx.params()
-    if p.dtype not in ("float32", "int8"):
+    if p.dtype not in ("float32", "int8", "int16"):
         raise ctx.error(f"no {p.op} kernel for dtype {p.dtype}")
+    if p.dtype == "int16" and p.op == "avg_pool2d" and p.pool[0] * p.pool[1] > 65535:
+        raise ctx.error(f"an int16 average over {p.pool[0] * p.pool[1]} taps could overflow the int32 sum")
     n, h, w, c = p.input_shape
     _, oh, ow, _ = p.output_shape
     kh, kw = p.pool
@@ -102,7 +105,7 @@ def pool2d(ctx: KernelContext) -> KernelCode:
     ay = Axis(oh, 0, h, kh, p.strides[0], p.dilation[0], top)
     ax = Axis(ow, 0, w, kw, p.strides[1], p.dilation[1], left)
     x, y = ctx.inputs[0], ctx.outputs[0]
-    t = "int8_t" if p.dtype == "int8" else "float"
+    t = {"int8": "int8_t", "int16": "int16_t"}.get(p.dtype, "float")
     ranges = [tap_range("ky_lo", "ky_hi", "iy0", ay)]
     ranges_x = [tap_range("kx_lo", "kx_hi", "ix0", ax)]
     if p.op == "avg_pool2d" and p.count_include_pad:
@@ -119,13 +122,14 @@ for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {{
     if p.op == "max_pool2d":
         per_channel = _max_channel(ctx, p, t, taps, tap_x)
         pixel = f"for (int32_t ch = 0; ch < {c}; ++ch) {{\n{_indent(per_channel, 1)}\n}}"
-    elif p.dtype == "int8":
+    elif p.dtype in ("int8", "int16"):
         pixel = _avg_int8_pixel(ctx, p, taps, tap_x, ay, ax)
     else:
         pixel = _avg_f32_pixel(ctx, p, taps, tap_x)
     note = ""
-    if p.op == "avg_pool2d" and p.dtype == "int8":
-        note = (f"/* The int32 window sum cannot overflow: |s| <= 128 * {kh * kw} taps"
+    if p.op == "avg_pool2d" and p.dtype in ("int8", "int16"):
+        bound = 128 if p.dtype == "int8" else 32768
+        note = (f"/* The int32 window sum cannot overflow: |s| <= {bound} * {kh * kw} taps"
                 f"{' + |zero point| * taps' if p.count_include_pad else ''}. */\n")
     body = note + f"""\
 for (int32_t b = 0; b < {n}; ++b) {{
@@ -151,10 +155,10 @@ def _indent(text: str, levels: int) -> str:
 
 
 def _max_channel(ctx: KernelContext, p: Pool2DParams, t: str, taps: str, tap_x: str) -> str:
-    if p.dtype == "int8":
-        init, lo, hi = "-128", str(int(p.act_min)), str(int(p.act_max))
+    if p.dtype in ("int8", "int16"):
+        init, lo, hi = ("-128" if p.dtype == "int8" else "-32768"), str(int(p.act_min)), str(int(p.act_max))
         clamp = ctx.helper("clamp_i32")
-        store = f"yp[ch] = (int8_t){clamp}((int32_t)m, {lo}, {hi});"
+        store = f"yp[ch] = ({t}){clamp}((int32_t)m, {lo}, {hi});"
     else:
         init = c_literal(FLT_LOWEST, "float32")
         clamp = ctx.helper("clamp_f32")
@@ -184,7 +188,7 @@ for (int32_t ch = 0; ch < {p.input_shape[3]}; ++ch) {{
   int32_t s = {init};
 {_indent(taps.replace('@TAP@', f's += (int32_t){tap_x};'), 1)}
   s = s > 0 ? (s + {divisor} / 2) / {divisor} : (s - {divisor} / 2) / {divisor};
-  yp[ch] = (int8_t){clamp}(s, {lo}, {hi});
+  yp[ch] = ({"int8_t" if p.dtype == "int8" else "int16_t"}){clamp}(s, {lo}, {hi});
 }}"""
 
     if not (ay.clips or ax.clips or p.count_include_pad):

@@ -1,5 +1,5 @@
-"""quantize (float32 -> int8/uint8, int8/uint8 -> int8/uint8) and dequantize (int8/uint8 -> float32)
-(utvm.ops.quantize).
+"""quantize (float32 -> int8/uint8/int16, integer requantization between int8/uint8/int16/int32) and
+dequantize (int8/uint8/int16 -> float32) (utvm.ops.quantize).
 
 * requantize (int8/uint8 -> int8/uint8) and per-tensor dequantize are functions of one 8-bit value: the
   kernel looks up a 256-entry table, indexed by the input's byte, computed by the op's own `reference` on
@@ -10,7 +10,11 @@
 * float32 -> int8/uint8: q = x / scale in float32, rounded half away from zero the way the reference does
   it (|q| + 0.5 in float32, then truncated), plus the zero point, saturated to the output type. No libm:
   a value beyond +-256 saturates whatever the zero point (int8 or uint8), so it is clamped before the
-  conversion to int32.
+  conversion to int32. float32 -> int16 is the same with the saturation point 65536.
+* int16 / int32 inputs (too many values for a table): TFLite's Requantize computed per element, x - zp_in
+  and + zp_out in wrapping int32 arithmetic (through uint32), the int32 requantization helper of the op's
+  rounding, clamped to the output type. int8 -> int16 / int32 are 256-entry tables like int8 -> int8.
+* int16 dequantize: float(double(scale) * (x - zp)), TFLite's formula, in double precision (no libm).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from utvm.ops import quantize as qop
 from utvm.ops.quantize import QuantizeParams
 
 _RANGES = {"int8": (-128, 127), "uint8": (0, 255)}
+_OUT_RANGES = {**_RANGES, "int16": (-32768, 32767), "int32": (-(2**31), 2**31 - 1)}
 
 
 def _all_values(dtype: str) -> np.ndarray:
@@ -51,29 +56,40 @@ def quantize(ctx: KernelContext) -> KernelCode:
     x, y = ctx.inputs[0], ctx.outputs[0]
     size = math.prod(p.shape)
     if p.op == "dequantize":
+        if p.input_dtype == "int16":
+            if p.axis is not None:
+                raise ctx.error("per-channel int16 dequantize has no kernel (constant folding computes it)")
+            body = (f"for (int32_t i = 0; i < {size}; ++i) {{\n"
+                    f"  {y}[i] = (float)({float(p.input_scale)!r} * (double)((int32_t){x}[i]"
+                    f"{offset_term(-p.input_zero_point)}));\n}}\nreturn 0;")
+            return KernelCode(body=body)
         if p.axis is not None:
             return _dequantize_per_channel(ctx, p)
         table = _table_of_reference(ctx, p, "float")
         return KernelCode(body=f"for (int32_t i = 0; i < {size}; ++i) {{\n  {y}[i] = {table}[(uint8_t){x}[i]];\n}}"
                                "\nreturn 0;")
-    if p.output_dtype not in _RANGES:
+    if p.output_dtype not in _OUT_RANGES:
         raise ctx.error(f"no quantize kernel to {p.output_dtype}")
     otype = C_TYPES[p.output_dtype]
     if p.input_dtype in _RANGES:
         table = _table_of_reference(ctx, p, otype)
+        same = C_TYPES[p.input_dtype][:-2].lstrip("u") == otype[:-2].lstrip("u")  # same element size
         return KernelCode(body=f"for (int32_t i = 0; i < {size}; ++i) {{\n  {y}[i] = {table}[(uint8_t){x}[i]];\n}}"
-                               "\nreturn 0;", inplace=(0,))
+                               "\nreturn 0;", inplace=(0,) if same else ())
+    if p.input_dtype in ("int16", "int32"):
+        return _requantize_wide(ctx, p, size)
     if p.input_dtype != "float32":
         raise ctx.error(f"no quantize kernel from {p.input_dtype}")
-    lo, hi = _RANGES[p.output_dtype]
+    lo, hi = _OUT_RANGES[p.output_dtype]
+    sat = 65536 if p.output_dtype == "int16" else 256
     clamp = ctx.helper("clamp_i32")
     scale = c_literal(p.output_scale, "float32")
     body = f"""\
 for (int32_t i = 0; i < {size}; ++i) {{
   const float q = {x}[i] / {scale};
   const float a = (q < 0.0f ? -q : q) + 0.5f;
-  /* floor(a) for a >= 0 by truncation; from 256 on saturates int8/uint8 for any zero point (NaN too) */
-  const int32_t r = a < 256.0f ? (int32_t)a : 256;
+  /* floor(a) for a >= 0 by truncation; from {sat} on saturates {p.output_dtype} for any zero point (NaN too) */
+  const int32_t r = a < {sat}.0f ? (int32_t)a : {sat};
   const int32_t v = (q < 0.0f ? -r : r){offset_term(p.output_zero_point)};
   {y}[i] = ({otype}){clamp}(v, {lo}, {hi});
 }}
@@ -107,3 +123,24 @@ for (int32_t o = 0; o < {outer}; ++o) {{
 }}
 return 0;"""
     return KernelCode(body=body)
+
+
+def _requantize_wide(ctx: KernelContext, p: QuantizeParams, size: int) -> KernelCode:
+    """int16 / int32 -> int8 / int16 / int32: TFLite's Requantize per element (wrapping int32 offsets)."""
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    rq = ctx.helper("requant", p.rounding)
+    otype = C_TYPES[p.output_dtype]
+    lo, hi = _OUT_RANGES[p.output_dtype]
+    store = f"{y}[i] = ({otype})v;"
+    if p.output_dtype != "int32":
+        store = f"{y}[i] = ({otype}){ctx.helper('clamp_i32')}(v, {lo}, {hi});"
+    zin, zout = int(p.input_zero_point), int(p.output_zero_point)
+    body = f"""\
+for (int32_t i = 0; i < {size}; ++i) {{
+  const int32_t d = (int32_t)((uint32_t)(int32_t){x}[i] - (uint32_t){c_literal(zin, "int32")});
+  const int32_t v = (int32_t)((uint32_t){rq}(d, {p.multiplier}, {p.shift}) + (uint32_t){c_literal(zout, "int32")});
+  {store}
+}}
+return 0;"""
+    same = C_TYPES[p.input_dtype] == otype
+    return KernelCode(body=body, inplace=(0,) if same else ())

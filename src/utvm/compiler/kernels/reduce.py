@@ -1,15 +1,15 @@
-"""mean (and the mean behind global_avg_pool2d); float32 and int8 (utvm.ops.reduce).
+"""mean (and the mean behind global_avg_pool2d); float32, int8 and int16 (utvm.ops.reduce).
 
 The input's axes are merged into runs of kept and reduced axes (size-1 axes dropped), so the loops are:
 the kept runs outermost, in order (the output is then written sequentially), the reduced runs inside,
-each with its input stride. int8 (TFLite's QuantizedMeanOrSum): the int32 sum of the raw values minus
+each with its input stride. int8/int16 (TFLite's QuantizedMeanOrSum): the int32 sum of the raw values minus
 input_zp * count, requantized once with the multiplier that already holds the 1/count (see
-utvm.ops.reduce), plus the output zero point, saturated to int8. Float: the float sum times 1/count.
+utvm.ops.reduce), plus the output zero point, saturated to the dtype. Float: the float sum times 1/count.
 """
 
 from __future__ import annotations
 
-from utvm.compiler.kernels import KernelCode, KernelContext, c_literal, offset_term, register, strides_of
+from utvm.compiler.kernels import C_TYPES, KernelCode, KernelContext, c_literal, offset_term, register, strides_of
 from utvm.ops.reduce import MeanParams
 
 
@@ -34,14 +34,15 @@ def _runs(shape: tuple[int, ...], axes: tuple[int, ...]) -> list[tuple[bool, int
 
 
 def mean_kernel(ctx: KernelContext, p: MeanParams) -> KernelCode:
-    if p.dtype not in ("float32", "int8"):
+    if p.dtype not in ("float32", "int8", "int16"):
         raise ctx.error(f"no mean kernel for dtype {p.dtype}")
+    integer = p.dtype != "float32"
     x, y = ctx.inputs[0], ctx.outputs[0]
     runs = _runs(p.input_shape, p.axes)
     kept = [(e, s) for red, e, s in runs if not red]
     reduced = [(e, s) for red, e, s in runs if red]
-    ctype = "int32_t" if p.dtype == "int8" else "float"
-    zero = "0" if p.dtype == "int8" else "0.0f"
+    ctype = "int32_t" if integer else "float"
+    zero = "0" if integer else "0.0f"
     lines = ["int32_t io = 0;", "const int32_t k_base0 = 0;"]
     depth = 0
     for d, (extent, stride) in enumerate(kept):
@@ -57,17 +58,20 @@ def mean_kernel(ctx: KernelContext, p: MeanParams) -> KernelCode:
         lines.append(f"{ind2}for (int32_t r{d} = 0; r{d} < {extent}; ++r{d}) {{")
         lines.append(f"{ind2}  const int32_t r_base{d + 1} = r_base{d} + r{d} * {stride};")
     inner = "  " * (depth + len(reduced))
-    cast = "(int32_t)" if p.dtype == "int8" else ""
+    cast = "(int32_t)" if integer else ""
     lines.append(f"{inner}sum += {cast}{x}[r_base{len(reduced)}];")
     for d in reversed(range(len(reduced))):
         lines.append("  " * (depth + d) + "}")
-    if p.dtype == "int8":
+    if integer:
         rq, clamp = ctx.helper("requant", p.rounding), ctx.helper("clamp_i32")
-        lines.insert(0, f"/* The int32 sum cannot overflow: |sum - zp * n| <= 255 * {p.count} < 2^31. */")
+        span, (lo, hi), limit = ((255, (-128, 127), 1 << 23) if p.dtype == "int8"
+                                 else (65535, (-32768, 32767), 1 << 15))
+        lines.insert(0, f"/* The int32 sum cannot overflow: |sum - zp * n| <= {span} * {p.count} < 2^31. */")
         lines.append(f"{ind}const int32_t acc = {rq}(sum{offset_term(-p.input_zero_point * p.count)}, "
                      f"{p.multiplier}, {p.shift}){offset_term(p.output_zero_point)};")
-        lines.append(f"{ind}{y}[io] = (int8_t){clamp}(acc, -128, 127);")
-        if p.count > (1 << 23):
+        lines.append(f"{ind}{y}[io] = ({C_TYPES[p.dtype]}){clamp}(acc, {lo}, {hi});" if p.count else
+                     f"{ind}{y}[io] = 0; /* no element: TFLM writes a raw 0 */\n{ind}(void)acc;")
+        if p.count > limit:
             raise ctx.error(f"mean over {p.count} elements could overflow the int32 sum")
     else:
         lines.append(f"{ind}{y}[io] = sum * {c_literal(1.0 / p.count, 'float32')};" if p.count > 1

@@ -1,3 +1,311 @@
-"""C kernels of the reduction op family (utvm.ops.reduction)."""
+"""C kernels of the reduction op family (utvm.ops.reduction): reduce_max/min/sum/all, arg_max/min, cumsum,
+l2_normalization, l2_pool2d.
+
+reduce_*: the input's axes merged into runs of kept and reduced axes (utvm.compiler.kernels.reduce._runs),
+kept runs outermost so the output is written in order, reduced runs inside; a float sum adds in the input's
+row-major order, as TFLM. Integer sums run in uint32 (TFLM's wrapping int32 sum, without C's signed
+overflow), then `sum - zp_in * n` is requantized once. arg_*: [outer, depth, inner] loops, a strict
+comparison keeps the first extreme. cumsum: [outer, depth, inner] with the running sum per (outer, inner);
+int8 adds the 2^20-scaled inputs in uint32 (wrapping, as TFLM's int32). l2_normalization int8 computes
+TFLM's GetInvSqrtQuantizedMultiplierExp per row at run time (integer only, `tvm_reduction_inv_sqrt`).
+"""
 
 from __future__ import annotations
+
+from utvm.compiler.kernels import (
+    _HELPER_DEPS,
+    _HELPER_NAMES,
+    _HELPERS,
+    C_TYPES,
+    KernelCode,
+    KernelContext,
+    c_literal,
+    offset_term,
+    register,
+)
+from utvm.compiler.kernels.reduce import _runs
+from utvm.ops.reduction import (
+    CUMSUM_LEFT_SHIFT,
+    L2_EPSILON,
+    ArgParams,
+    CumsumParams,
+    L2NormParams,
+    L2PoolParams,
+    ReduceParams,
+)
+
+FLT_MAX = 3.4028234663852886e38
+
+_HELPERS["reduction_inv_sqrt"] = """\
+/* gemmlowp SaturatingRoundingMultiplyByPOT for an exponent in [1, 30]. */
+static inline int32_t tvm_reduction_srmbpot(int32_t x, int32_t e) {
+  const int32_t threshold = (int32_t)((1u << (31 - e)) - 1u);
+  if (x > threshold) {
+    return INT32_MAX;
+  }
+  if (x < -threshold) {
+    return INT32_MIN;
+  }
+  return (int32_t)((uint32_t)x << e);
+}
+/* TFLite's GetInvSqrtQuantizedMultiplierExp(acc, -1): 1/sqrt(acc) ~= *mult * 2^(*shift - 31), by five
+   Newton-Raphson steps in gemmlowp Q3.28 fixed point from 1.0. */
+static inline void tvm_reduction_inv_sqrt(int32_t acc, int32_t* mult, int32_t* shift) {
+  int32_t s = 11;
+  int32_t bits = 0;
+  int32_t pairs;
+  int32_t half_input;
+  int32_t x = (int32_t)1 << 28;
+  uint32_t u;
+  int i;
+  if (acc <= 1) {
+    *mult = INT32_MAX;
+    *shift = 0;
+    return;
+  }
+  while (acc >= ((int32_t)1 << 29)) {
+    acc /= 4;
+    ++s;
+  }
+  for (u = (uint32_t)acc; u != 0u; u >>= 1) {
+    ++bits;
+  }
+  pairs = (31 - bits) / 2 - 1;
+  s -= pairs;
+  acc = (int32_t)((uint32_t)acc << (2 * pairs));
+  half_input = tvm_rdbpot(acc >> 1, 1);
+  for (i = 0; i < 5; ++i) {
+    const int32_t x3 = tvm_reduction_srmbpot(tvm_srdhm(tvm_srdhm(x, x), x), 6);
+    const int32_t d = (int32_t)((uint32_t)tvm_srdhm(402653184, x) - (uint32_t)tvm_srdhm(half_input, x3));
+    x = tvm_reduction_srmbpot(d, 3);
+  }
+  x = tvm_srdhm(x, 1518500250);
+  if (s < 0) {
+    x = (int32_t)((uint32_t)x << -s);
+    s = 0;
+  }
+  *mult = x;
+  *shift = -s;
+}"""
+_HELPER_NAMES["reduction_inv_sqrt"] = "tvm_reduction_inv_sqrt"
+_HELPER_DEPS["reduction_inv_sqrt"] = ("gemmlowp",)
+
+
+def _ind(text: str, levels: int) -> str:
+    pad = "  " * levels
+    return "\n".join(pad + ln if ln else ln for ln in text.splitlines())
+
+
+# --- reduce_max / reduce_min / reduce_sum ---------------------------------------------------------------------
+@register("reduce_max", "reduce_min", "reduce_sum", "reduce_all")
+def reduce(ctx: KernelContext) -> KernelCode:
+    p: ReduceParams = ctx.params()
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    ct = C_TYPES[p.dtype]
+    runs = _runs(p.input_shape, p.axes)
+    kept = [(e, s) for red, e, s in runs if not red]
+    reduced = [(e, s) for red, e, s in runs if red]
+    integer_sum = p.op == "reduce_sum" and p.dtype != "float32"
+    if p.op == "reduce_all":
+        acc_t, init, step = "uint8_t", "1u", "acc = (uint8_t)(acc && v);"
+    elif p.op == "reduce_sum":
+        acc_t, init = ("uint32_t", "0u") if integer_sum else ("float", "0.0f")
+        step = ("acc += (uint32_t)(int32_t)v;" if integer_sum else "acc += v;")
+    else:
+        acc_t = ct
+        if p.dtype == "float32":
+            init = c_literal(-FLT_MAX if p.op == "reduce_max" else FLT_MAX, "float32")
+        else:
+            init = "-128" if p.op == "reduce_max" else "127"
+        step = f"if (v {'>' if p.op == 'reduce_max' else '<'} acc) {{\n  acc = v;\n}}"
+    lines = ["int32_t io = 0;", "const int32_t k_base0 = 0;"]
+    for d, (extent, stride) in enumerate(kept):
+        lines.append(_ind(f"for (int32_t k{d} = 0; k{d} < {extent}; ++k{d}) {{", d))
+        lines.append(_ind(f"  const int32_t k_base{d + 1} = k_base{d} + k{d} * {stride};", d))
+    depth = len(kept)
+    lines.append(_ind(f"{acc_t} acc = {init};", depth))
+    lines.append(_ind(f"const int32_t r_base0 = k_base{depth};", depth))
+    for d, (extent, stride) in enumerate(reduced):
+        lines.append(_ind(f"for (int32_t r{d} = 0; r{d} < {extent}; ++r{d}) {{", depth + d))
+        lines.append(_ind(f"  const int32_t r_base{d + 1} = r_base{d} + r{d} * {stride};", depth + d))
+    inner = depth + len(reduced)
+    lines.append(_ind(f"const {ct} v = {x}[r_base{len(reduced)}];", inner))
+    lines.append(_ind(step, inner))
+    for d in reversed(range(len(reduced))):
+        lines.append(_ind("}", depth + d))
+    if integer_sum:
+        rq = ctx.helper("requant", p.rounding)
+        lo, hi = (-128, 127) if p.dtype == "int8" else (-32768, 32767)
+        off = (-p.input_zero_point * p.count) % (1 << 32)
+        lines.append(_ind(f"const int32_t s = (int32_t)(acc + {off}u);", depth))
+        lines.append(_ind(f"const int32_t q = {rq}(s, {p.multiplier}, {p.shift}){offset_term(p.output_zero_point)};",
+                          depth))
+        lines.append(_ind(f"{y}[io] = ({ct})(q < {lo} ? {lo} : (q > {hi} ? {hi} : q));" if p.count else
+                          f"{y}[io] = 0; /* no element: TFLM writes a raw 0 */\n(void)q;", depth))
+    else:
+        lines.append(_ind(f"{y}[io] = acc;", depth))
+    lines.append(_ind("++io;", depth))
+    for d in reversed(range(len(kept))):
+        lines.append(_ind("}", d))
+    lines.append("return 0;")
+    return KernelCode(body="\n".join(lines))
+
+
+# --- arg_max / arg_min --------------------------------------------------------------------------------------
+@register("arg_max", "arg_min")
+def arg_min_max(ctx: KernelContext) -> KernelCode:
+    p: ArgParams = ctx.params()
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    ct = C_TYPES[p.dtype]
+    cmp = ">" if p.op == "arg_max" else "<"
+    body = f"""\
+for (int32_t o = 0; o < {p.outer}; ++o) {{
+  for (int32_t i = 0; i < {p.inner}; ++i) {{
+    const {ct}* const xp = {x} + o * {p.depth * p.inner} + i;
+    {ct} best = xp[0];
+    int32_t idx = 0;
+    for (int32_t d = 1; d < {p.depth}; ++d) {{
+      const {ct} v = xp[d * {p.inner}];
+      if (v {cmp} best) {{
+        best = v;
+        idx = d;
+      }}
+    }}
+    {y}[o * {p.inner} + i] = idx;
+  }}
+}}
+return 0;"""
+    return KernelCode(body=body)
+
+
+# --- cumsum ---------------------------------------------------------------------------------------------------
+@register("cumsum")
+def cumsum(ctx: KernelContext) -> KernelCode:
+    p: CumsumParams = ctx.params()
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    pos = f"({p.depth - 1} - d)" if p.reverse else "d"
+    index = f"o * {p.depth * p.inner} + {pos} * {p.inner} + i"
+    if p.dtype == "float32":
+        if p.exclusive:
+            step = f"{y}[k] = acc;\nacc += {x}[k];"
+        else:
+            step = f"acc += {x}[k];\n{y}[k] = acc;"
+        init, acc_t, pre = "0.0f", "float", ""
+    else:
+        rq = ctx.helper("requant", p.rounding)
+        pre = ""
+        scaled = (f"const int32_t sc = {rq}(((int32_t){x}[k]{offset_term(-p.input_zero_point)}) * "
+                  f"{1 << CUMSUM_LEFT_SHIFT}, {p.input_multiplier}, {p.input_shift});")
+        add = "acc += (uint32_t)sc;"
+        emit = (f"const int32_t q = {rq}((int32_t)acc, {p.output_multiplier}, {p.output_shift})"
+                f"{offset_term(p.output_zero_point)};\n{y}[k] = (int8_t)(q < -128 ? -128 : (q > 127 ? 127 : q));")
+        step = f"{scaled}\n{emit}\n{add}" if p.exclusive else f"{scaled}\n{add}\n{emit}"
+        init, acc_t = f"{p.init % (1 << 32)}u", "uint32_t"
+    body = f"""\
+{pre}for (int32_t o = 0; o < {p.outer}; ++o) {{
+  for (int32_t i = 0; i < {p.inner}; ++i) {{
+    {acc_t} acc = {init};
+    for (int32_t d = 0; d < {p.depth}; ++d) {{
+      const int32_t k = {index};
+{_ind(step, 3)}
+    }}
+  }}
+}}
+return 0;"""
+    return KernelCode(body=body)
+
+
+# --- l2_normalization -----------------------------------------------------------------------------------------
+@register("l2_normalization")
+def l2_normalization(ctx: KernelContext) -> KernelCode:
+    p: L2NormParams = ctx.params()
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    if p.dtype == "float32":
+        body = f"""\
+for (int32_t r = 0; r < {p.rows}; ++r) {{
+  const float* const xr = {x} + r * {p.depth};
+  float* const yr = {y} + r * {p.depth};
+  float s = 0.0f;
+  float norm;
+  for (int32_t c = 0; c < {p.depth}; ++c) {{
+    s += xr[c] * xr[c];
+  }}
+  norm = sqrtf(s);
+  if (norm < {c_literal(L2_EPSILON, 'float32')}) {{
+    norm = {c_literal(L2_EPSILON, 'float32')};
+  }}
+  for (int32_t c = 0; c < {p.depth}; ++c) {{
+    yr[c] = xr[c] / norm;
+  }}
+}}
+return 0;"""
+        return KernelCode(body=body, uses_libm=True)
+    inv = ctx.helper("reduction_inv_sqrt")
+    rq = ctx.helper("requant", p.rounding)
+    zp = offset_term(-p.input_zero_point)
+    if p.depth > 32768:
+        raise ctx.error(f"a row of {p.depth} int8 values could overflow the int32 sum of squares")
+    body = f"""\
+/* The int32 sum of squares cannot overflow: {p.depth} * 255^2 < 2^31. */
+for (int32_t r = 0; r < {p.rows}; ++r) {{
+  const int8_t* const xr = {x} + r * {p.depth};
+  int8_t* const yr = {y} + r * {p.depth};
+  int32_t acc = 0;
+  int32_t m;
+  int32_t sh;
+  for (int32_t c = 0; c < {p.depth}; ++c) {{
+    const int32_t d = (int32_t)xr[c]{zp};
+    acc += d * d;
+  }}
+  {inv}(acc, &m, &sh);
+  for (int32_t c = 0; c < {p.depth}; ++c) {{
+    const int32_t q = {rq}((int32_t)xr[c]{zp}, m, sh + 7);
+    yr[c] = (int8_t)(q < -128 ? -128 : (q > 127 ? 127 : q));
+  }}
+}}
+return 0;"""
+    return KernelCode(body=body)
+
+
+# --- l2_pool2d --------------------------------------------------------------------------------------------------
+@register("l2_pool2d")
+def l2_pool2d(ctx: KernelContext) -> KernelCode:
+    p: L2PoolParams = ctx.params()
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    n, h, w, c = p.input_shape
+    _, oh, ow, _ = p.output_shape
+    kh, kw = p.pool
+    clamp = ""
+    if p.activation != "none":
+        fn = ctx.helper("clamp_f32")
+        clamp = _ind(f"v = {fn}(v, {c_literal(p.act_min, 'float32')}, {c_literal(p.act_max, 'float32')});", 4) + "\n"
+    body = f"""\
+for (int32_t b = 0; b < {n}; ++b) {{
+  for (int32_t oy = 0; oy < {oh}; ++oy) {{
+    const int32_t iy0 = oy * {p.strides[0]} - {p.padding[0]};
+    const int32_t ky_lo = iy0 < 0 ? -iy0 : 0;
+    const int32_t ky_hi = {h} - iy0 < {kh} ? {h} - iy0 : {kh};
+    for (int32_t ox = 0; ox < {ow}; ++ox) {{
+      const int32_t ix0 = ox * {p.strides[1]} - {p.padding[1]};
+      const int32_t kx_lo = ix0 < 0 ? -ix0 : 0;
+      const int32_t kx_hi = {w} - ix0 < {kw} ? {w} - ix0 : {kw};
+      const int32_t count = (ky_hi - ky_lo) * (kx_hi - kx_lo);
+      float* const yp = {y} + ((b * {oh} + oy) * {ow} + ox) * {c};
+      for (int32_t ch = 0; ch < {c}; ++ch) {{
+        float s = 0.0f;
+        float v;
+        for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {{
+          const float* const xrow = {x} + ((b * {h} + iy0 + ky) * {w} + ix0) * {c} + ch;
+          for (int32_t kx = kx_lo; kx < kx_hi; ++kx) {{
+            const float t = xrow[kx * {c}];
+            s += t * t;
+          }}
+        }}
+        v = sqrtf(s / (float)(count > 0 ? count : 1));
+{clamp}        yp[ch] = v;
+      }}
+    }}
+  }}
+}}
+return 0;"""
+    return KernelCode(body=body, uses_libm=True)

@@ -39,22 +39,27 @@ def softmax(ctx: KernelContext) -> KernelCode:
     elif p.dtype == "int8":
         body = _int8(ctx, p, n, inner)
         uses_libm = False
+    elif p.dtype == "int16":
+        body = _int16(ctx, p, n, inner)
+        uses_libm = False
     else:
         raise ctx.error(f"no softmax kernel for dtype {p.dtype}")
-    t = "float" if p.dtype == "float32" else "int8_t"
+    t = {"float32": "float", "int8": "int8_t", "int16": "int16_t"}[p.dtype]
+    t_out = {"float32": "float", "int8": "int8_t", "int16": "int16_t"}[p.out_dtype or p.dtype]
     x, y = ctx.inputs[0], ctx.outputs[0]
     row = "" if inner == 1 else f" * {inner}"
     code = f"""\
 for (int32_t o = 0; o < {outer}; ++o) {{
   for (int32_t j = 0; j < {inner}; ++j) {{
     const {t}* const xr = {x} + o * {n * inner} + j;
-    {t}* const yr = {y} + o * {n * inner} + j;
+    {t_out}* const yr = {y} + o * {n * inner} + j;
 {_indent(body.replace("@S@", row), 2)}
   }}
 }}
 return 0;"""
     # Each row is read whole before any of its elements is written, and rows are disjoint.
-    return KernelCode(body=code, inplace=(0,) if inner == 1 else (), uses_libm=uses_libm)
+    same_size = t == t_out
+    return KernelCode(body=code, inplace=(0,) if inner == 1 and same_size else (), uses_libm=uses_libm)
 
 
 def _indent(text: str, levels: int) -> str:
@@ -93,6 +98,13 @@ def exp_table(p: SoftmaxParams) -> np.ndarray:
 
 def _int8(ctx: KernelContext, p: SoftmaxParams, n: int, inner: int) -> str:
     srdhm = ctx.helper("gemmlowp")  # tvm_srdhm and tvm_rdbpot
+    # int8 output: exponent headroom-relative 35 (bits + 31 - 8 with bits = 12 - headroom), offset -128;
+    # int16 output (TFLM's int8 -> int16): 27 and -32768
+    bits = 16 if p.out_dtype == "int16" else 8
+    exponent_base = 12 + 31 - bits
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    lo_c = "(-32767 - 1)" if bits == 16 else str(lo)
+    t_out = "int16_t" if bits == 16 else "int8_t"
     table = ctx.table("int32_t", exp_table(p), "exp")
     return f"""\
 int32_t mx = xr[0];
@@ -128,13 +140,55 @@ for (int32_t k = 0; k < 3; ++k) {{
 }}
 /* SaturatingRoundingMultiplyByPOT<1>: back from Q2.29 (of 1 / half_den) to Q0.31 (of 1 / (1 + x)). */
 const int32_t recip = r > (1 << 30) - 1 ? INT32_MAX : (r < -((1 << 30) - 1) ? INT32_MIN : (int32_t)((uint32_t)r << 1));
-/* y = RoundingDivideByPOT(SRDHM(recip, exp), 35 - headroom) - 128, in 64 bits (the exponent may exceed 31). */
-const int32_t exponent = 35 - headroom;
+/* y = RoundingDivideByPOT(SRDHM(recip, exp), @E@ - headroom) @O@, in 64 bits (the exponent may exceed 31). */
+const int32_t exponent = @E@ - headroom;
 const int64_t mask = ((int64_t)1 << exponent) - 1;
 for (int32_t i = 0; i < {n}; ++i) {{
   const int64_t prod = (int64_t){srdhm}(recip, {table}[mx - xr[i@S@]]);
   const int64_t rem = prod & mask;
   const int64_t threshold = (mask >> 1) + (prod < 0 ? 1 : 0);
-  const int64_t q = (prod >> exponent) + (rem > threshold ? 1 : 0) - 128;
-  yr[i@S@] = (int8_t)(q < -128 ? -128 : (q > 127 ? 127 : q));
+  const int64_t q = (prod >> exponent) + (rem > threshold ? 1 : 0) @O@;
+  yr[i@S@] = (@T@)(q < @LO@ ? @LO@ : (q > @HI@ ? @HI@ : q));
+}}""".replace("@E@", str(exponent_base)).replace("@O@", f"- {-lo}").replace("@T@", t_out).replace(
+        "@LO@", lo_c).replace("@HI@", str(hi))
+
+
+def _int16(ctx: KernelContext, p: SoftmaxParams, n: int, inner: int) -> str:
+    """TFLM's SoftmaxInt16: exp through a 513-entry LUT (interpolated on 7 bits), the sum's reciprocal
+    through a LUT of 1 / (1 + x); the exp values are cached in the output row."""
+    rq = ctx.helper("requant", "double")
+    exp_lut = ctx.table("int16_t", list(p.exp_lut), "exp")
+    recip_lut = ctx.table("int16_t", list(p.recip_lut), "recip")
+    lookup = ("{\n  const int32_t idx = 256 + (@V@ >> 7);\n  const int32_t base = @L@[idx];\n"
+              "  const int32_t slope = (int16_t)(@L@[idx + 1] - base);\n"
+              "  @OUT@ = (int16_t)(base + ((slope * (@V@ & 0x7F) + 64) >> 7));\n}")
+    exp_lookup = lookup.replace("@V@", "sv").replace("@L@", exp_lut).replace("@OUT@", "yr[i@S@]")
+    recip_lookup = lookup.replace("@V@", "ss").replace("@L@", recip_lut).replace("@OUT@", "recip")
+    return f"""\
+int32_t mx = xr[0];
+int32_t sum = 0;
+int32_t hp1 = 0;
+int32_t ss;
+int16_t recip;
+for (int32_t i = 1; i < {n}; ++i) {{
+  if (xr[i@S@] > mx) {{
+    mx = xr[i@S@];
+  }}
+}}
+for (int32_t i = 0; i < {n}; ++i) {{
+  int32_t sv = {rq}((int32_t)xr[i@S@] - mx, {p.input_multiplier}, {p.input_left_shift}) + 32767;
+  sv = sv < -32768 ? -32768 : (sv > 32767 ? 32767 : sv);
+{_indent(exp_lookup, 1)}
+  sum += yr[i@S@];
+}}
+while (hp1 < 32 && (((uint32_t)sum << hp1) & 0x80000000u) == 0u) {{
+  ++hp1;
+}}
+ss = (int32_t)((((int64_t)sum << (hp1 - 1)) + (1 << 13)) >> 14) - ((1 << 15) + (1 << 16));
+ss = ss < -32768 ? -32768 : (ss > 32767 ? 32767 : ss);
+{recip_lookup}
+for (int32_t i = 0; i < {n}; ++i) {{
+  const int32_t right = 31 - hp1;
+  const int64_t r = ((int64_t)yr[i@S@] * recip + ((int64_t)1 << (right - 1))) >> right;
+  yr[i@S@] = (int16_t)(r < 0 ? 0 : (r > 32767 ? 32767 : r));
 }}"""

@@ -1,3 +1,132 @@
-"""C kernels of the transpose_conv op family (utvm.ops.transpose_conv)."""
+"""C kernels of the transpose_conv op family (utvm.ops.transpose_conv).
+
+TFLite's reference loop form, a scatter: for every input pixel and input channel, each filter tap that lands
+inside the output adds x * w to the output pixel's accumulators of all output channels; then each
+accumulator gets its bias and is clamped (float32) or requantized (int8: int32 accumulators in scratch,
+x - input_zp; int16: int64 accumulators in scratch, no zero points, TFLite's int64 requantization). float32
+accumulates straight into the output in TFLite's order (batch, input row, input column, input channel, tap
+row, tap column, output channel), so its sums round as TFLM's do.
+"""
 
 from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from utvm.compiler.kernels import KernelCode, KernelContext, float_clamp_stmt, multipliers_pm, offset_term, register
+from utvm.ops.transpose_conv import TransposeConvParams
+
+INT32_MAX = (1 << 31) - 1
+_T = {"float32": "float", "int8": "int8_t", "int16": "int16_t"}
+
+
+def _indent(text: str, levels: int) -> str:
+    pad = "  " * levels
+    return "\n".join(pad + ln if ln else ln for ln in text.splitlines())
+
+
+def _int8_bound(ctx: KernelContext, p: TransposeConvParams) -> str:
+    """A comment proving the int32 accumulators cannot overflow (CompileError when they could)."""
+    _, _, _, c = p.input_shape
+    _, kh, kw, _ = p.weight_shape
+    taps = math.ceil(kh / p.strides[0]) * math.ceil(kw / p.strides[1]) * c  # contributions per output element
+    xmax = max(127 - p.input_zero_point, 128 + p.input_zero_point)
+    w_t = ctx.in_tensor(1)
+    wmax = int(np.abs(w_t.data.astype(np.int64)).max(initial=0)) if w_t is not None and w_t.data is not None else 128
+    b_t = ctx.in_tensor(2) if p.has_bias else None
+    bmax = int(np.abs(b_t.data.astype(np.int64)).max(initial=0)) if b_t is not None and b_t.data is not None else 0
+    worst = xmax * wmax * taps + bmax
+    if worst > INT32_MAX or (p.has_bias and (b_t is None or b_t.data is None) and xmax * wmax * taps > 2**30):
+        raise ctx.error(f"the int32 accumulator could overflow: {taps} contributions of at most {xmax} * {wmax} "
+                        f"(+ bias) reach {worst}")
+    return (f"/* The int32 accumulators cannot overflow: at most {taps} contributions of |x - zp| * |w| <= "
+            f"{xmax} * {wmax}, plus |bias| <= {bmax}: {worst} < 2^31. */\n")
+
+
+@register("transpose_conv")
+def transpose_conv(ctx: KernelContext) -> KernelCode:
+    p: TransposeConvParams = ctx.params()
+    n, h, w, c = p.input_shape
+    o, kh, kw, _ = p.weight_shape
+    _, oh, ow, _ = p.output_shape
+    sh, sw = p.strides
+    top, left = p.padding
+    x, wts, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    size = n * oh * ow * o
+    wt = "const float*" if p.dtype == "float32" else "const int8_t*"
+    if p.dtype == "float32":
+        acc_t, acc, scratch, comment = "float", y, 0, ""
+    elif p.dtype == "int8":
+        acc_t, acc, scratch, comment = "int32_t", "acc", 4 * size, _int8_bound(ctx, p)
+    else:
+        acc_t, acc, scratch, comment = "int64_t", "acc", 8 * size, ""
+    decl = "" if p.dtype == "float32" else f"{acc_t}* const acc = ({acc_t}*)(void*){ctx.scratch};\n"
+    x_load = f"(int32_t){x}[xi]{offset_term(-p.input_zero_point)}" if p.dtype != "float32" else f"{x}[xi]"
+    xv_t = "float" if p.dtype == "float32" else "int32_t"
+    mac = (f"ap[oc] += xv * wp[oc * {kh * kw * c}];" if p.dtype == "float32"
+           else f"ap[oc] += ({acc_t})(xv * (int32_t)wp[oc * {kh * kw * c}]);")
+    scatter = f"""\
+for (int32_t i = 0; i < {size}; ++i) {{
+  {acc}[i] = 0;
+}}
+for (int32_t b = 0; b < {n}; ++b) {{
+  for (int32_t iy = 0; iy < {h}; ++iy) {{
+    for (int32_t ix = 0; ix < {w}; ++ix) {{
+      for (int32_t ic = 0; ic < {c}; ++ic) {{
+        const int32_t xi = ((b * {h} + iy) * {w} + ix) * {c} + ic;
+        const {xv_t} xv = {x_load};
+        for (int32_t ky = 0; ky < {kh}; ++ky) {{
+          const int32_t oy = iy * {sh} - {top} + ky;
+          if (oy < 0 || oy >= {oh}) {{
+            continue;
+          }}
+          for (int32_t kx = 0; kx < {kw}; ++kx) {{
+            const int32_t ox = ix * {sw} - {left} + kx;
+            if (ox < 0 || ox >= {ow}) {{
+              continue;
+            }}
+            {acc_t}* const ap = {acc} + ((b * {oh} + oy) * {ow} + ox) * {o};
+            {wt} const wp = {wts} + (ky * {kw} + kx) * {c} + ic;
+            for (int32_t oc = 0; oc < {o}; ++oc) {{
+              {mac}
+            }}
+          }}
+        }}
+      }}
+    }}
+  }}
+}}"""
+    bias = f"{ctx.inputs[2]}[oc]" if p.has_bias else None
+    if p.dtype == "float32":
+        v_add = f"v += {bias};\n" if bias else ""
+        epi = f"float v = {y}[i];\n{v_add}{float_clamp_stmt('v', p.activation)}\n{y}[i] = v;"
+    else:
+        same_rq = len(set(p.multiplier)) == 1 and len(set(p.shift)) == 1
+        if same_rq:
+            mult, shift = str(p.multiplier[0]), str(p.shift[0])
+        else:
+            mult = ctx.table("int32_t", p.multiplier, "multiplier") + "[oc]"
+            shift = ctx.table("int32_t", p.shift, "shift") + "[oc]"
+        b_add = f"v += {bias};\n" if bias else ""
+        if p.dtype == "int16":
+            from utvm.compiler.kernels.conv import requant_int16_stmts
+
+            epi = (f"int64_t v = acc[i];\n{b_add}"
+                   + requant_int16_stmts(ctx, p.rounding, 64, "v", mult, shift, p.output_zero_point,
+                                         int(p.act_min), int(p.act_max), f"{y}[i]"))
+        else:
+            rq = ctx.helper("requant_pm" if multipliers_pm(p.multiplier) else "requant", p.rounding)
+            clamp = ctx.helper("clamp_i32")
+            epi = (f"int32_t v = acc[i];\n{b_add}"
+                   f"v = {rq}(v, {mult}, {shift}){offset_term(p.output_zero_point)};\n"
+                   f"{y}[i] = (int8_t){clamp}(v, {int(p.act_min)}, {int(p.act_max)});")
+    needs_oc = bias is not None or (p.dtype != "float32" and not (len(set(p.multiplier)) == 1
+                                                                  and len(set(p.shift)) == 1))
+    oc_line = f"const int32_t oc = i % {o};\n" if needs_oc else ""
+    epilogue = f"""\
+for (int32_t i = 0; i < {size}; ++i) {{
+{_indent(oc_line + epi, 1)}
+}}"""
+    body = comment + decl + scatter + "\n" + epilogue + "\nreturn 0;"
+    return KernelCode(body=body, scratch_bytes=scratch)

@@ -1,3 +1,345 @@
-"""C kernels of the math op family (utvm.ops.unary)."""
+"""C kernels of the unary op family (utvm.ops.unary).
+
+* int8 ops of one input ("table" params): `y = table[(uint8_t)x]`, the 256 outputs `prepare` computed
+  with TFLM's arithmetic (no arithmetic at run time, bit-exact by construction).
+* float32: one libm call or expression per element (`round` is TFLM's RoundToNearest, half to even, written
+  out; elu uses expm1f; hard_swish/leaky_relu/prelu as TFLM's reference kernels write them).
+* int16 abs / leaky_relu / rsqrt and quantized prelu: the per-element integer formulas of utvm.ops.unary
+  with the shared gemmlowp requantization helper; int16 rsqrt runs TFLite's GetInvSqrtQuantizedMultiplierExp
+  (a gemmlowp Newton-Raphson in Q3.28) per element, as TFLM does.
+* cast (C conversions; `!= 0` into bool), logical_not, zeros_like; log_softmax float32 per row of the last
+  axis (max, sum of expf, logf).
+Element-wise kernels read x[i] right before writing y[i], so the output may share the input's buffer.
+"""
 
 from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from utvm.compiler.kernels import (
+    _HELPER_NAMES,
+    _HELPERS,
+    C_TYPES,
+    KernelCode,
+    KernelContext,
+    broadcast_loops,
+    c_literal,
+    register,
+)
+from utvm.ops import _quant
+from utvm.ops.unary import OPS, UnaryParams
+
+_HELPERS["unary_round_f32"] = """\
+/* TFLite's RoundToNearest: half to even (the int cast only runs when |v| < 2^23). */
+static inline float unary_round_f32(float v) {
+  const float fl = floorf(v);
+  const float diff = v - fl;
+  if (diff < 0.5f || (diff == 0.5f && (int32_t)fl % 2 == 0)) {
+    return fl;
+  }
+  return fl + 1.0f;
+}"""
+_HELPER_NAMES["unary_round_f32"] = "unary_round_f32"
+
+# gemmlowp fixed-point pieces the int16 rsqrt and int8 log_softmax kernels share; need "gemmlowp" (tvm_srdhm,
+# tvm_rdbpot) before them
+_HELPERS["unary_fx"] = """\
+/* gemmlowp SaturatingRoundingMultiplyByPOT<e> for 0 <= e <= 31. */
+static inline int32_t unary_sat_pot(int32_t x, int32_t e) {
+  int32_t threshold;
+  if (e == 0) {
+    return x;
+  }
+  threshold = (int32_t)((1u << (31 - e)) - 1u);
+  if (x > threshold) {
+    return INT32_MAX;
+  }
+  if (x < -threshold) {
+    return INT32_MIN;
+  }
+  return (int32_t)((uint32_t)x << e);
+}
+static inline int32_t unary_clz(uint32_t u) {
+  int32_t n = 0;
+  if (u == 0u) {
+    return 32;
+  }
+  while ((u & 0x80000000u) == 0u) {
+    u <<= 1;
+    ++n;
+  }
+  return n;
+}
+static inline int32_t unary_wadd(int32_t a, int32_t b) {
+  return (int32_t)((uint32_t)a + (uint32_t)b);
+}
+static inline int32_t unary_wsub(int32_t a, int32_t b) {
+  return (int32_t)((uint32_t)a - (uint32_t)b);
+}
+static inline int32_t unary_sat_add(int32_t a, int32_t b) {
+  const int64_t s = (int64_t)a + (int64_t)b;
+  return s > INT32_MAX ? INT32_MAX : (s < INT32_MIN ? INT32_MIN : (int32_t)s);
+}
+/* gemmlowp one_over_one_plus_x_for_x_in_0_1 (Q0.31 in and out): three Newton-Raphson steps in Q2.29. */
+static inline int32_t unary_one_over_one_plus_x(int32_t a) {
+  const int64_t hsum = (int64_t)a + INT32_MAX;
+  const int32_t half_den = (int32_t)((hsum + (hsum >= 0 ? 1 : -1)) / 2);
+  int32_t x = unary_wadd(1515870810, tvm_srdhm(half_den, -1010580540));
+  int32_t k;
+  for (k = 0; k < 3; ++k) {
+    const int32_t one_minus = unary_wsub(1 << 29, tvm_srdhm(half_den, x));
+    x = unary_wadd(x, unary_sat_pot(tvm_srdhm(x, one_minus), 2));
+  }
+  return unary_sat_pot(x, 1);
+}"""
+_HELPER_NAMES["unary_fx"] = "unary_sat_pot"
+
+# needs "gemmlowp" and "unary_fx"
+_HELPERS["unary_inv_sqrt"] = """\
+/* TFLite GetInvSqrtQuantizedMultiplierExp(input, reverse_shift = -1): 1/sqrt(input) as a Q31 multiplier and
+   a left shift, by five Newton-Raphson steps in Q3.28. */
+static inline void unary_inv_sqrt(int32_t input, int32_t* multiplier, int32_t* shift) {
+  int32_t s = 11;
+  int32_t pairs;
+  int32_t half_input;
+  int32_t x = 1 << 28;
+  int32_t k;
+  if (input <= 1) {
+    *multiplier = INT32_MAX;
+    *shift = 0;
+    return;
+  }
+  while (input >= (1 << 29)) {
+    input /= 4;
+    ++s;
+  }
+  pairs = (unary_clz((uint32_t)input) - 1) / 2 - 1;
+  s -= pairs;
+  input = (int32_t)((uint32_t)input << (2 * pairs));
+  half_input = tvm_rdbpot(input >> 1, 1);
+  for (k = 0; k < 5; ++k) {
+    const int32_t x3 = unary_sat_pot(tvm_srdhm(tvm_srdhm(x, x), x), 6);
+    x = unary_sat_pot((int32_t)((uint32_t)tvm_srdhm((1 << 28) + (1 << 27), x) - (uint32_t)tvm_srdhm(half_input, x3)),
+                      3);
+  }
+  x = tvm_srdhm(x, 1518500250);
+  if (s < 0) {
+    x = (int32_t)((uint32_t)x << -s);
+    s = 0;
+  }
+  *multiplier = x;
+  *shift = -s;
+}"""
+_HELPER_NAMES["unary_inv_sqrt"] = "unary_inv_sqrt"
+
+# needs "gemmlowp" and "unary_fx"
+_HELPERS["unary_log"] = """\
+/* TFLite log_x_for_x_greater_than_or_equal_to_1<5>(FixedPoint<int32, 12> z): log(z) in Q5.26 (the
+   accumulation in Q6.25). */
+static inline int32_t unary_log_q12_q5(int32_t z) {
+  const int32_t sqrt_half = 1518500250;
+  const int32_t sqrt_sqrt_half = 1805811301;
+  const int32_t quarter = 8388608; /* 1/4 in Q6.25 */
+  const int32_t clz_a = unary_clz((uint32_t)z);
+  const int32_t r_a = unary_sat_pot(tvm_srdhm(unary_sat_pot(z, clz_a - 1), sqrt_half), 1);
+  const int32_t z_a_pow = unary_sat_add(unary_sat_pot(12 - clz_a, 25), quarter);
+  const int32_t z_b_headroom = unary_clz((uint32_t)tvm_srdhm(z, sqrt_half)) - 1;
+  const int32_t r_b = unary_sat_pot(z, z_b_headroom);
+  const int32_t z_b_pow = unary_sat_add(unary_sat_pot(12 - z_b_headroom, 25), -quarter);
+  const int32_t r = r_a < r_b ? r_a : r_b;
+  const int32_t z_pow = z_a_pow > z_b_pow ? z_a_pow : z_b_pow;
+  const int64_t hsum = (int64_t)r + sqrt_sqrt_half;
+  const int32_t p = (int32_t)((hsum + (hsum >= 0 ? 1 : -1)) / 2);
+  const int32_t q = unary_wadd(unary_wsub(r, sqrt_sqrt_half), unary_wsub(r, sqrt_sqrt_half));
+  const int32_t common_sq = tvm_srdhm(q, q);
+  const int32_t num = unary_wadd(tvm_srdhm(q, r), tvm_srdhm(tvm_srdhm(q, common_sq), 117049297));
+  const int32_t denom = unary_wadd(tvm_srdhm(p, unary_wadd(unary_wadd(1057819769, q), tvm_srdhm(127690142, common_sq))),
+                                   tvm_srdhm(638450708, q));
+  const int32_t recip = unary_one_over_one_plus_x(denom);
+  const int32_t sum = unary_wadd(tvm_srdhm(z_pow, 1488522236), tvm_srdhm(tvm_rdbpot(num, 6), recip));
+  return unary_sat_pot(sum, 1);
+}"""
+_HELPER_NAMES["unary_log"] = "unary_log_q12_q5"
+
+_FLOAT_EXPR = {
+    "abs": "fabsf(v)", "neg": "-v", "ceil": "ceilf(v)", "floor": "floorf(v)", "sqrt": "sqrtf(v)",
+    "rsqrt": "1.0f / sqrtf(v)", "square": "v * v", "exp": "expf(v)", "log": "logf(v)", "sin": "sinf(v)",
+    "cos": "cosf(v)", "elu": "v < 0.0f ? expm1f(v) : v",
+}
+_SIZES = {"float32": 4, "int32": 4, "int16": 2, "int8": 1, "bool": 1, "int64": 8, "uint32": 4}
+_LIBM = {"abs", "ceil", "floor", "round", "sqrt", "rsqrt", "exp", "log", "sin", "cos", "elu"}
+
+
+def _loop(size: int, stmt: str) -> str:
+    body = "\n".join("  " + ln for ln in stmt.splitlines())
+    return f"for (int32_t i = 0; i < {size}; ++i) {{\n{body}\n}}\nreturn 0;"
+
+
+def _clamp(var: str, lo: int, hi: int) -> str:
+    return f"{var} = {var} < {lo} ? {lo} : ({var} > {hi} ? {hi} : {var});"
+
+
+@register(*OPS)
+def unary(ctx: KernelContext) -> KernelCode:
+    p: UnaryParams = ctx.params()
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    size = math.prod(p.shape)
+    t_out = C_TYPES[p.out_dtype]
+    lo, hi = (-128, 127) if p.dtype == "int8" else (-32768, 32767)
+    if size == 0:
+        return KernelCode("return 0;")
+    if p.kind == "table":
+        if len(p.table) != 256:
+            raise ctx.error(f"int8 {p.op} needs a 256-entry table, prepare gave {len(p.table)}")
+        table = ctx.table("int8_t", list(p.table), "table")
+        return KernelCode(_loop(size, f"{y}[i] = {table}[(uint8_t){x}[i]];"), inplace=(0,))
+    if p.kind == "float":
+        if p.op == "prelu":
+            return _prelu(ctx, p)
+        if p.op == "log_softmax":
+            return _log_softmax_float(ctx, p)
+        if p.op == "round":
+            expr = f"{ctx.helper('unary_round_f32')}(v)"
+        elif p.op == "hard_swish":
+            # in * min(6, max(0, in + 3)) / 6 with std::max/std::min's comparisons (NaN -> 0)
+            expr = ("v * ((0.0f < v + 3.0f ? v + 3.0f : 0.0f) < 6.0f ? (0.0f < v + 3.0f ? v + 3.0f : 0.0f) : 6.0f)"
+                    " / 6.0f")
+        elif p.op == "leaky_relu":
+            expr = f"v > 0.0f ? v : v * {c_literal(p.alpha, 'float32')}"
+        elif p.op in _FLOAT_EXPR:
+            expr = _FLOAT_EXPR[p.op]
+        else:
+            raise ctx.error(f"no float32 {p.op} kernel")
+        return KernelCode(_loop(size, f"const float v = {x}[i];\n{y}[i] = {expr};"), inplace=(0,),
+                          uses_libm=p.op in _LIBM)
+    if p.kind == "cast":
+        expr = f"(uint8_t)({x}[i] != 0)" if p.out_dtype == "bool" else f"({t_out}){x}[i]"
+        same_size = _SIZES[p.dtype] == _SIZES[p.out_dtype]
+        return KernelCode(_loop(size, f"{y}[i] = {expr};"), inplace=(0,) if same_size else ())
+    if p.kind == "zeros":
+        return KernelCode(f"(void){x};\n" + _loop(size, f"{y}[i] = 0;"))
+    if p.kind == "logical_not":
+        return KernelCode(_loop(size, f"{y}[i] = (uint8_t)({x}[i] == 0);"), inplace=(0,))
+    if p.kind == "abs16raw":
+        return KernelCode(_loop(size, f"const int32_t v = {x}[i];\n"
+                                      f"{y}[i] = (int16_t)(v == -32768 ? -32768 : (v < 0 ? -v : v));"), inplace=(0,))
+    if p.kind == "prelu":
+        return _prelu(ctx, p)
+    if p.kind == "log_softmax":
+        return _log_softmax_int8(ctx, p)
+    rq = ctx.helper("requant", "double")
+    zin, zout = p.input_zero_point, p.output_zero_point
+    if p.kind == "abs16":
+        scaled = f"{rq}(a, {p.multiplier}, {p.shift})" if p.rescale else "a"
+        stmt = (f"const int32_t v = (int32_t){x}[i] - ({zin});\nconst int32_t a = v < 0 ? -v : v;\n"
+                f"int32_t r = {scaled} + ({zout});\n{_clamp('r', lo, hi)}\n{y}[i] = ({t_out})r;")
+    elif p.kind == "leaky16":
+        stmt = (f"const int32_t v = (int32_t){x}[i] - ({zin});\n"
+                f"int32_t r = ({zout}) + (v >= 0 ? {rq}(v, {p.multiplier}, {p.shift}) : "
+                f"{rq}(v, {p.multiplier_alpha}, {p.shift_alpha}));\n{_clamp('r', lo, hi)}\n{y}[i] = ({t_out})r;")
+    elif p.kind == "rsqrt16":
+        ctx.helper("gemmlowp")
+        ctx.helper("unary_fx")
+        inv = ctx.helper("unary_inv_sqrt")
+        stmt = (f"const int32_t v = (int32_t){x}[i] - ({zin});\nint32_t r = {hi};\n"
+                f"if (v > 0) {{\n  int32_t m;\n  int32_t k;\n  {inv}(v, &m, &k);\n"
+                f"  r = {rq}({rq}(1, m, k + 20), {p.multiplier}, {p.shift - 20}) + ({zout});\n"
+                f"  {_clamp('r', lo, hi)}\n}}\n{y}[i] = ({t_out})r;")
+    else:
+        raise ctx.error(f"unknown unary kernel kind {p.kind!r}")
+    return KernelCode(_loop(size, stmt), inplace=(0,))
+
+
+def _prelu(ctx: KernelContext, p: UnaryParams) -> KernelCode:
+    x, a, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    x_shape = ctx.in_tensor(0).shape
+    if p.dtype == "float32":
+        body = f"const float v = {x}[ix];\n{y}[io] = v >= 0.0f ? v : v * {a}[ia];"
+    else:
+        rq = ctx.helper("requant", "double")
+        lo, hi = (-128, 127) if p.dtype == "int8" else (-32768, 32767)
+        body = (f"const int32_t v = (int32_t){x}[ix] - ({p.input_zero_point});\n"
+                f"int32_t r = v >= 0 ? {rq}(v, {p.multiplier}, {p.shift})\n"
+                f"  : {rq}(v * ((int32_t){a}[ia] - ({p.alpha_zero_point})), {p.multiplier_alpha}, {p.shift_alpha});\n"
+                f"r += {p.output_zero_point};\n{_clamp('r', lo, hi)}\n{y}[io] = ({C_TYPES[p.out_dtype]})r;")
+    loops = broadcast_loops(p.shape, [x_shape, p.alpha_shape], body, ["ix", "ia"])
+    same = tuple(x_shape) == tuple(p.shape)
+    return KernelCode(loops + "\nreturn 0;", inplace=(0,) if same else ())
+
+
+def _log_softmax_float(ctx: KernelContext, p: UnaryParams) -> KernelCode:
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    depth = p.shape[-1]
+    outer = math.prod(p.shape[:-1])
+    code = f"""\
+for (int32_t o = 0; o < {outer}; ++o) {{
+  const float* const xr = {x} + o * {depth};
+  float* const yr = {y} + o * {depth};
+  float mx = xr[0];
+  float sum = 0.0f;
+  float log_sum;
+  for (int32_t c = 1; c < {depth}; ++c) {{
+    mx = xr[c] > mx ? xr[c] : mx;
+  }}
+  for (int32_t c = 0; c < {depth}; ++c) {{
+    sum += expf(xr[c] - mx);
+  }}
+  log_sum = logf(sum);
+  for (int32_t c = 0; c < {depth}; ++c) {{
+    yr[c] = xr[c] - mx - log_sum;
+  }}
+}}
+return 0;"""
+    return KernelCode(code, inplace=(0,), uses_libm=True)
+
+
+def _log_softmax_int8(ctx: KernelContext, p: UnaryParams) -> KernelCode:
+    """Per row: the Q12.19 sum of exp over a table of the 256 possible differences, its gemmlowp log in
+    Q5.26, then y = RoundingDivideByPOT(scaled[d] - log_sum, 22) + 127 above the adjusted diff_min."""
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    rq = ctx.helper("requant", "double")
+    ctx.helper("gemmlowp")
+    ctx.helper("unary_fx")
+    log = ctx.helper("unary_log")
+    d = -np.arange(256, dtype=np.int64)
+    scaled = _quant.multiply_by_quantized_multiplier(d, p.input_multiplier, p.input_left_shift, "double")
+    exp12 = _quant.rounding_divide_by_pot(_quant.exp_on_negative_values(scaled, 5), 12)
+    exp12 = np.where(d >= p.diff_min, exp12, 0)
+    t_scaled = ctx.table("int32_t", scaled, "scaled")
+    t_exp = ctx.table("int32_t", exp12, "exp")
+    depth = p.shape[-1]
+    outer = math.prod(p.shape[:-1])
+    code = f"""\
+for (int32_t o = 0; o < {outer}; ++o) {{
+  const int8_t* const xr = {x} + o * {depth};
+  int8_t* const yr = {y} + o * {depth};
+  int32_t mx = xr[0];
+  uint32_t usum = 0u;
+  int32_t log_sum;
+  int32_t adjusted;
+  for (int32_t c = 1; c < {depth}; ++c) {{
+    mx = xr[c] > mx ? xr[c] : mx;
+  }}
+  for (int32_t c = 0; c < {depth}; ++c) {{
+    usum += (uint32_t){t_exp}[mx - xr[c]];
+  }}
+  log_sum = {log}((int32_t)usum);
+  adjusted = {rq}((int32_t)((uint32_t)log_sum + 0x80000000u), {p.reverse_scaling_divisor},
+                  {-p.reverse_scaling_right_shift});
+  if (adjusted < {p.diff_min - 1}) {{
+    adjusted = {p.diff_min - 1};
+  }}
+  for (int32_t c = 0; c < {depth}; ++c) {{
+    const int32_t d = (int32_t)xr[c] - mx;
+    int32_t r = -128;
+    if (d > adjusted) {{
+      r = tvm_rdbpot(unary_wsub({t_scaled}[-d], log_sum), 22) + 127;
+      {_clamp("r", -128, 127)}
+    }}
+    yr[c] = (int8_t)r;
+  }}
+}}
+return 0;"""
+    return KernelCode(code, inplace=(0,))

@@ -28,6 +28,10 @@ def fold_constants(graph: Graph) -> Graph:
             continue
         mod = op_module(node.op)
         params = mod.prepare(node, g, rounding)
+        spec = getattr(mod, "state_spec", None)
+        if spec is not None and spec(params):  # stateful (SVDF, LSTM, a delay line): new output every call
+            kept.append(node)
+            continue
         args = [g.tensors[x].data if x else None for x in node.inputs]
         while args and args[-1] is None:
             args.pop()

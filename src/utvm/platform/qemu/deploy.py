@@ -50,6 +50,7 @@ C_TYPES: dict[str, tuple[str, int, int]] = {
     "uint8": ("uint8_t", 1, 8),
     "uint16": ("uint16_t", 1, 16),
     "uint32": ("uint32_t", 1, 32),
+    "uint64": ("uint64_t", 1, 64),
     "float32": ("float", 2, 32),
     "bool": ("uint8_t", 6, 8),
 }
