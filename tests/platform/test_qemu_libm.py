@@ -28,7 +28,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tflite_builder import TFLiteBuilder  # noqa: E402
-from utvm import mlf  # noqa: E402
+from utvm import evaluate, mlf  # noqa: E402
 from utvm.compiler import compile  # noqa: E402
 from utvm.compiler.codegen import MATH_FUNCTIONS, libm_functions  # noqa: E402
 from utvm.compiler.oracle import reference  # noqa: E402
@@ -68,6 +68,38 @@ def libm_model() -> bytes:
     model.ir_version = 8
     onnx.checker.check_model(model)
     return model.SerializeToString()
+
+
+# The TFLite float ops whose kernels call the rest of <math.h> (the ONNX importer has no Ceil, Cos, ...):
+# op -> (input range, the function its kernel calls). Checked against TFLM's kernels.
+TFLITE_LIBM_OPS: dict[str, tuple[tuple[float, float], str]] = {
+    "CEIL": ((-6.0, 6.0), "ceilf"), "FLOOR": ((-6.0, 6.0), "floorf"), "ABS": ((-6.0, 6.0), "fabsf"),
+    "COS": ((-6.0, 6.0), "cosf"), "SIN": ((-6.0, 6.0), "sinf"), "EXP": ((-6.0, 6.0), "expf"),
+    "LOG": ((0.01, 50.0), "logf"), "SQRT": ((0.0, 50.0), "sqrtf"), "ELU": ((-6.0, 6.0), "expm1f"),
+}
+
+
+def libm_model_tflite() -> bytes:
+    """x[4, C] -> one unary op per entry of TFLITE_LIBM_OPS (each reading its own input), and FLOOR_MOD
+    (fmodf) of two inputs."""
+    b = TFLiteBuilder()
+    ins, outs = [], []
+    for op in TFLITE_LIBM_OPS:
+        x = b.tensor(f"x_{op.lower()}", (4, C), "float32")
+        y = b.tensor(f"y_{op.lower()}", (4, C), "float32")
+        b.op(op, [x], [y])
+        ins.append(x)
+        outs.append(y)
+    a, d, m = (b.tensor(n, (4, C), "float32") for n in ("x_mod_a", "x_mod_b", "y_floor_mod"))
+    b.op("FLOOR_MOD", [a, d], [m])
+    return b.build(ins + [a, d], outs + [m])
+
+
+def libm_tflite_inputs() -> list[np.ndarray]:
+    rng = np.random.default_rng(13)
+    xs = [rng.uniform(lo, hi, (4, C)).astype(np.float32) for (lo, hi), _ in TFLITE_LIBM_OPS.values()]
+    divisor = rng.uniform(0.5, 3.0, (4, C)).astype(np.float32) * rng.choice([-1, 1], (4, C)).astype(np.float32)
+    return xs + [rng.uniform(-10, 10, (4, C)).astype(np.float32), divisor]
 
 
 def libm_inputs() -> list[np.ndarray]:
@@ -117,10 +149,12 @@ def kernel_libm_calls() -> set[str]:
 
 def test_the_model_covers_every_kernel_that_calls_libm(model_bytes: bytes) -> None:
     compiled = compile(from_onnx(model_bytes))
+    compiled_tflite = compile(from_tflite(libm_model_tflite()))
     calls = kernel_libm_calls()
-    assert {"expf", "tanhf", "sqrtf"} <= calls  # the grep still finds what it is meant to find
-    assert set(compiled.libm_functions) == calls, (
-        "a kernel calls a <math.h> function this test's model does not reach: add its op to libm_model()")
+    assert {"expf", "tanhf", "sqrtf", "cosf", "fmodf"} <= calls  # the grep still finds what it is meant to find
+    assert set(compiled.libm_functions) | set(compiled_tflite.libm_functions) == calls, (
+        "a kernel calls a <math.h> function these tests' models do not reach: add its op to libm_model() or "
+        "TFLITE_LIBM_OPS")
     ops = {op.op for op in compiled.operators}
     assert {"logistic", "tanh", "softmax", "batch_norm"} <= ops
 
@@ -234,6 +268,24 @@ def test_rpc_evaluation_firmware(board: str, model_bytes: bytes, want: list[np.n
     assert [o.name for o in compiled.interface.outputs] == list(OUTPUTS)
     assert_close(got, want, f"{board} over RPC")
     assert got[0][0, 0] == 0.0 and got[1][0, 3] == 1.0  # logistic(-100) (expf overflowed), tanh(100)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("board", sorted(BOARDS))
+def test_rpc_evaluation_firmware_rest_of_libm(board: str, tmp_path: Path) -> None:
+    """The other <math.h> functions the float kernels call, on every board, against TFLM's kernels."""
+    model = libm_model_tflite()
+    compiled = compile(from_tflite(model))
+    assert set(compiled.libm_functions) >= {f for _, f in TFLITE_LIBM_OPS.values()} | {"fmodf"}
+    inputs = libm_tflite_inputs()
+    want_t = reference(model, inputs, kind="tflm")
+    firmware = evaluate.build_firmware(compiled, board)  # CRT limits sized for 21 arrays
+    with get_platform(board).start(firmware, **SESSION_KWARGS) as sess:
+        got, _ = evaluate.run_on_device(sess, compiled, inputs)
+    for o, g, w in zip(compiled.interface.outputs, got, want_t, strict=True):
+        scale = float(np.max(np.abs(w)))
+        np.testing.assert_allclose(g, w, rtol=RTOL, atol=RTOL * max(scale, 1e-30),
+                                   err_msg=f"{o.name} on {board} differs from TFLM")
 
 
 @pytest.mark.slow
