@@ -21,6 +21,7 @@ sys.path.insert(0, str(HERE.parent / "ops"))
 from test_ops_tflite import CASES  # noqa: E402
 
 from oracle import OracleError, tflite_reference_many  # noqa: E402
+from tflm_harness import merge  # noqa: E402
 from utvm.compiler import compile  # noqa: E402
 from utvm.compiler.local import LocalModel  # noqa: E402
 from utvm.frontend import from_tflite  # noqa: E402
@@ -38,22 +39,6 @@ def _inputs(rng: np.random.Generator, graph: Graph) -> list[np.ndarray]:
         else:
             out.append((rng.standard_normal(t.shape) * 3).astype(np.float32))
     return out
-
-
-def merge(graphs: list[tuple[str, Graph]]) -> Graph:
-    """Independent graphs side by side in one: every tensor and node renamed `<prefix>_<name>`."""
-    tensors, nodes, inputs, outputs = {}, [], [], []
-    for prefix, g in graphs:
-        def rn(name: str, p: str = prefix) -> str:
-            return f"{p}_{name}" if name else name
-
-        for t in g.tensors.values():
-            tensors[rn(t.name)] = t.replace(name=rn(t.name))
-        nodes += [n.replace(inputs=tuple(rn(x) for x in n.inputs), outputs=tuple(rn(y) for y in n.outputs),
-                            name=rn(n.name or n.op)) for n in g.nodes]
-        inputs += [rn(x) for x in g.inputs]
-        outputs += [rn(y) for y in g.outputs]
-    return Graph(tensors, nodes, tuple(inputs), tuple(outputs), "merged")
 
 
 @pytest.fixture(scope="module")
