@@ -34,6 +34,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "compiler"))
+
+from kernel_harness import FLOAT_RTOL  # noqa: E402
+from kernel_harness import compare as _compare  # noqa: E402
 
 from utvm.compiler import compile  # noqa: E402
 from utvm.compiler.local import LocalModel  # noqa: E402
@@ -43,7 +47,6 @@ from utvm.frontend.tflite import ImportQuirkWarning  # noqa: E402
 from utvm.ir import run_reference  # noqa: E402
 from utvm.ir.graph import Graph  # noqa: E402
 
-FLOAT_RTOL = 1e-5
 CONVENTIONS = {
     "packed": {},
     "unpacked": {"unpacked_api": True},
@@ -85,21 +88,8 @@ def _inputs(case: Case, graph: Graph, rng: np.random.Generator) -> list[np.ndarr
 
 
 def compare(what: str, got: np.ndarray, want: np.ndarray, rtol: float = FLOAT_RTOL, atol: float | None = None) -> None:
-    """Bit-exact for integers and bools; float within rtol of the output's magnitude (NaN equals NaN)."""
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.shape == want.shape, f"{what}: shape {list(got.shape)}, TFLM {list(want.shape)}"
-    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype}, TFLM {want.dtype}"
-    if got.dtype.kind in "iub":
-        bad = np.flatnonzero(got.ravel() != want.ravel())
-        if bad.size:
-            i = int(bad[0])
-            raise AssertionError(f"{what}: {bad.size} of {got.size} elements differ from TFLM; first at flat index "
-                                 f"{i}: {got.ravel()[i]} vs TFLM {want.ravel()[i]} (indices {bad[:8].tolist()})")
-        return
-    finite = want[np.isfinite(want)]
-    scale = float(np.max(np.abs(finite), initial=0.0))
-    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol if atol is not None else rtol * max(scale, 1e-30),
-                               equal_nan=True, err_msg=f"{what} differs from TFLM")
+    """kernel_harness.compare against TFLM: bit-exact for integers and bools, float within rtol (NaN equals NaN)."""
+    _compare(what, np.asarray(got), np.asarray(want), rtol, atol, ref="TFLM")
 
 
 def merge(graphs: Sequence[tuple[str, Graph]]) -> Graph:

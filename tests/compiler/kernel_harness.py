@@ -103,20 +103,23 @@ class Batch:
         return out
 
 
-def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float = FLOAT_RTOL) -> None:
-    """Bit-exact for integers; float within rtol of the larger of |want| and the tensor's magnitude."""
+def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float = FLOAT_RTOL, atol: float | None = None,
+            ref: str = "the reference") -> None:
+    """Bit-exact for integers and bools; float within rtol of the larger of |want| and the tensor's magnitude
+    (or within `atol`), NaN equal to NaN. `ref` names what `want` came from in the messages."""
     assert got.dtype == want.dtype and got.shape == want.shape, (
-        f"output {name!r}: got {got.dtype}{list(got.shape)}, reference {want.dtype}{list(want.shape)}")
+        f"output {name!r}: got {got.dtype}{list(got.shape)}, {ref} {want.dtype}{list(want.shape)}")
     if got.dtype.kind in "iub":
         bad = np.flatnonzero(got.ravel() != want.ravel())
         if bad.size:
             i = int(bad[0])
-            raise AssertionError(f"output {name!r}: {bad.size} of {got.size} elements differ from the reference; "
-                                 f"first at flat index {i}: C {got.ravel()[i]} vs reference {want.ravel()[i]}")
+            raise AssertionError(f"output {name!r}: {bad.size} of {got.size} elements differ from {ref}; first at "
+                                 f"flat index {i}: C {got.ravel()[i]} vs {ref} {want.ravel()[i]} "
+                                 f"(indices {bad[:8].tolist()})")
         return
     scale = float(np.max(np.abs(want[np.isfinite(want)]), initial=0.0))
-    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * max(scale, 1e-30),
-                               err_msg=f"output {name!r} differs from the reference")
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol if atol is not None else rtol * max(scale, 1e-30),
+                               equal_nan=True, err_msg=f"output {name!r} differs from {ref}")
 
 
 def run_batch(batch: Batch, rng: np.random.Generator, *, rounding: str = "single",

@@ -126,3 +126,38 @@ def run_on_platform(platform: str) -> Callable[[CompiledModel, list[np.ndarray]]
         return outs
 
     return run
+
+
+def point_tests(make_batch: Callable[[np.random.Generator, int], Batch], *, host_nodes: int, sweep_nodes: int,
+                sweep_seed: int, qemu_nodes: int, qemu_seed: int,
+                qemu_roundings: Sequence[str] = ("double", "single", "double")) -> tuple[Callable[..., None], ...]:
+    """The three tests every scheduled kernel family runs, for `make_batch(rng, n_nodes)`:
+
+    - random points of random workloads on the host, both roundings (Hypothesis, 6 examples);
+    - every portable knob value reached on the host (`sweep`);
+    - every point kind on qemu-cortex-m4 (DSP) and -m3 (portable), slow.
+
+        (test_portable_points_on_the_host, test_every_portable_knob_value_is_reached_on_the_host,
+         test_every_point_kind_on_qemu) = point_tests(make_batch, host_nodes=16, ...)
+    """
+    import pytest
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=6)
+    @given(seed=st.integers(0, 2**32 - 1), rounding=st.sampled_from(["single", "double"]))
+    def test_portable_points_on_the_host(seed: int, rounding: str) -> None:
+        rng = np.random.default_rng(seed)
+        check_batch(make_batch(rng, host_nodes), "host", rounding, rng, {}, run_local)
+
+    def test_every_portable_knob_value_is_reached_on_the_host() -> None:
+        sweep(lambda rng: make_batch(rng, sweep_nodes), "host", sweep_seed, run_local)
+
+    @pytest.mark.slow
+    @pytest.mark.parametrize("platform, target", [("qemu-cortex-m4", "cortex-m4"), ("qemu-cortex-m3", "cortex-m3")])
+    def test_every_point_kind_on_qemu(platform: str, target: str) -> None:
+        sweep(lambda rng: make_batch(rng, qemu_nodes), target, qemu_seed, run_on_platform(platform),
+              qemu_roundings, unpacked_api=False)
+
+    return (test_portable_points_on_the_host, test_every_portable_knob_value_is_reached_on_the_host,
+            test_every_point_kind_on_qemu)

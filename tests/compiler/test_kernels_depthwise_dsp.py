@@ -14,8 +14,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kernel_harness import (  # noqa: E402
@@ -27,7 +25,7 @@ from kernel_harness import (  # noqa: E402
     per_tensor,
     scales,
 )
-from schedule_harness import assign_points, check_batch, run_local, run_on_platform, spaces, sweep  # noqa: E402
+from schedule_harness import assign_points, point_tests, spaces  # noqa: E402
 
 from utvm.compiler import compile  # noqa: E402
 from utvm.compiler.kernels.depthwise import Mac, row_plan, weight_words  # noqa: E402
@@ -79,23 +77,12 @@ def make_batch(rng: np.random.Generator, n: int) -> Batch:
     return b
 
 
-@settings(max_examples=6)
-@given(seed=st.integers(0, 2**32 - 1), rounding=st.sampled_from(["single", "double"]))
-def test_portable_points_on_the_host(seed: int, rounding: str) -> None:
-    rng = np.random.default_rng(seed)
-    check_batch(make_batch(rng, 10), "host", rounding, rng, {}, run_local)
-
-
-def test_every_portable_knob_value_is_reached_on_the_host() -> None:
-    sweep(lambda rng: make_batch(rng, 14), "host", 31, run_local)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("platform, target", [("qemu-cortex-m4", "cortex-m4"), ("qemu-cortex-m3", "cortex-m3")])
-def test_every_point_kind_on_qemu(platform: str, target: str) -> None:
-    """DSP (M4: SXTAB16/PKH copy, SMLAD/SMLAxy, LDRD asm, SMMULR requantization) and portable (M3)."""
-    sweep(lambda rng: make_batch(rng, 16), target, 20261126, run_on_platform(platform),
-          ("double", "single", "double", "double"), unpacked_api=False)
+# The three point tests of a scheduled kernel family (schedule_harness.point_tests); on QEMU: DSP (M4:
+# SXTAB16/PKH copy, SMLAD/SMLAxy, LDRD asm, SMMULR requantization) and portable (M3).
+(test_portable_points_on_the_host, test_every_portable_knob_value_is_reached_on_the_host,
+ test_every_point_kind_on_qemu) = point_tests(make_batch, host_nodes=10, sweep_nodes=14,
+                                              sweep_seed=31, qemu_nodes=16, qemu_seed=20261126,
+                                              qemu_roundings=("double", "single", "double", "double"))
 
 
 def _kws_like(target: str) -> tuple[Batch, dict[str, Any]]:

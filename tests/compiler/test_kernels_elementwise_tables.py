@@ -13,12 +13,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kernel_harness import Batch, assert_cross_compiles, compare, ops_source, per_tensor  # noqa: E402
-from schedule_harness import assign_points, check_batch, run_local, run_on_platform, spaces, sweep  # noqa: E402
+from schedule_harness import assign_points, point_tests, run_on_platform, spaces  # noqa: E402
 
 from utvm.compiler import compile  # noqa: E402
 from utvm.ir import run_reference  # noqa: E402
@@ -68,22 +66,11 @@ def make_batch(rng: np.random.Generator, n: int) -> Batch:
     return b
 
 
-@settings(max_examples=6)
-@given(seed=st.integers(0, 2**32 - 1), rounding=st.sampled_from(["single", "double"]))
-def test_portable_points_on_the_host(seed: int, rounding: str) -> None:
-    rng = np.random.default_rng(seed)
-    check_batch(make_batch(rng, 16), "host", rounding, rng, {}, run_local)
-
-
-def test_every_portable_knob_value_is_reached_on_the_host() -> None:
-    sweep(lambda rng: make_batch(rng, 20), "host", 41, run_local)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("platform, target", [("qemu-cortex-m4", "cortex-m4"), ("qemu-cortex-m3", "cortex-m3")])
-def test_every_point_kind_on_qemu(platform: str, target: str) -> None:
-    sweep(lambda rng: make_batch(rng, 24), target, 20261127, run_on_platform(platform),
-          ("double", "single", "double"), unpacked_api=False)
+# The three point tests of a scheduled kernel family (schedule_harness.point_tests)
+(test_portable_points_on_the_host, test_every_portable_knob_value_is_reached_on_the_host,
+ test_every_point_kind_on_qemu) = point_tests(make_batch, host_nodes=16, sweep_nodes=20,
+                                              sweep_seed=41, qemu_nodes=24, qemu_seed=20261127,
+                                              qemu_roundings=("double", "single", "double"))
 
 
 # (op, (s_a, zp_a), (s_b, zp_b), (s_y, zp_y), activation): extreme zero points, scale ratios up to 1000,

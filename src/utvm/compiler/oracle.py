@@ -52,8 +52,6 @@ INTERPRETERS: dict[str, tuple[str, str, str]] = {
     "tflm": ("tflite_micro", "tflite-micro", "TFLite Micro interpreter"),
     "onnx": ("onnxruntime", "onnxruntime", "onnxruntime"),
 }
-#: which interpreter runs a model of each detected kind, when the caller names one (`--oracle`)
-ORACLES: dict[str, str] = {"litert": "tflite", "tflm": "tflm", "onnxruntime": "onnx"}
 
 
 def reference(model: Model, inputs: Inputs, *, kind: str | None = None, timeout: float = 300) -> list[np.ndarray]:

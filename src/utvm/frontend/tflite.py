@@ -750,11 +750,10 @@ _load_families()
 SUPPORTED_OPERATORS = tuple(sorted(_CONVERTERS))
 
 
-def from_tflite(model: str | os.PathLike | bytes | bytearray | memoryview, *, name: str | None = None) -> Graph:
-    """Import a TFLite model (a path or the file's bytes) as a verified utvm Graph."""
+def _importer(model: str | os.PathLike | bytes | bytearray | memoryview, name: str | None) -> _Importer:
+    """The model's bytes read and walked, every tensor checked against utvm.limits: ready to convert."""
     if isinstance(model, bytes | bytearray | memoryview):
-        buf = bytes(model)
-        gname = name or "model"
+        buf, gname = bytes(model), name or "model"
     else:
         path = Path(model)
         try:
@@ -762,9 +761,14 @@ def from_tflite(model: str | os.PathLike | bytes | bytearray | memoryview, *, na
         except OSError as exc:
             raise ModelFormatError(f"cannot read TFLite model {str(path)!r}: {exc.strerror or exc}") from exc
         gname = name or _sanitize(path.stem)
-    raw = _read(buf)
-    importer = _Importer(raw, gname)
+    importer = _Importer(_read(buf), gname)
     importer.check_limits()
+    return importer
+
+
+def from_tflite(model: str | os.PathLike | bytes | bytearray | memoryview, *, name: str | None = None) -> Graph:
+    """Import a TFLite model (a path or the file's bytes) as a verified utvm Graph."""
+    importer = _importer(model, name)
     graph = importer.run()
     limits.check_graph(graph)
     from utvm.ir.verify import verify
@@ -772,7 +776,7 @@ def from_tflite(model: str | os.PathLike | bytes | bytearray | memoryview, *, na
     try:
         verify(graph)
     except GraphError as exc:
-        raise UnsupportedModelError(f"TFLite model {gname!r} cannot be imported: {exc}") from exc
+        raise UnsupportedModelError(f"TFLite model {importer.name!r} cannot be imported: {exc}") from exc
     return graph
 
 
@@ -783,18 +787,8 @@ def survey(model: str | os.PathLike | bytes, *, name: str | None = None) -> tupl
     from utvm.compiler.kernels import supported_ops
     from utvm.ir.interp import prepare_node
 
-    if isinstance(model, bytes | bytearray | memoryview):
-        buf, gname = bytes(model), name or "model"
-    else:
-        path = Path(model)
-        try:
-            buf = path.read_bytes()
-        except OSError as exc:
-            raise ModelFormatError(f"cannot read TFLite model {str(path)!r}: {exc.strerror or exc}") from exc
-        gname = name or _sanitize(path.stem)
-    raw = _read(buf)
-    importer = _Importer(raw, gname)
-    importer.check_limits()
+    importer = _importer(model, name)
+    raw = importer.raw
     problems: list[Problem] = []
     graph = importer.run(problems)
     op_of_output = {t: (op.index, op.code) for op in raw.ops for t in (importer.names.get(i) for i in op.outputs) if t}

@@ -354,3 +354,36 @@ def activation_range_float(activation: str) -> tuple[float, float]:
     if activation == "relu_n1_to_1":
         return -1.0, 1.0
     return lo, hi
+
+
+def inv_sqrt_multiplier_exp(v: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+    """TFLite's GetInvSqrtQuantizedMultiplierExp(v, reverse_shift = -1) for int32 v >= 0, vectorised:
+    (multiplier, left shift) with 1/sqrt(v) ~= multiplier * 2^(shift - 31), by gemmlowp fixed-point
+    Newton-Raphson (five steps from 1.0 in Q3.28). rsqrt and l2_normalization use it; the C kernels share the
+    `inv_sqrt` helper (utvm.compiler.kernels)."""
+    v = np.asarray(v, np.int64)
+    small = v <= 1
+    x = np.where(small, 2, v)
+    shift = np.full(x.shape, 11, np.int64)
+    while np.any(x >= (1 << 29)):
+        big = x >= (1 << 29)
+        x = np.where(big, x // 4, x)
+        shift = shift + big
+    lz = count_leading_zeros_u32(x)
+    pairs = (lz - 1) // 2 - 1
+    shift = shift - pairs
+    x = x << (2 * pairs)
+    half_input = rounding_divide_by_pot(x >> 1, 1)
+    half_three = (1 << 28) + (1 << 27)
+    r = np.full(x.shape, 1 << 28, np.int64)
+    srdhm = saturating_rounding_doubling_high_mul
+    for _ in range(5):
+        r3 = saturating_rounding_multiply_by_pot(srdhm(srdhm(r, r), r), 6)
+        r = saturating_rounding_multiply_by_pot(wrap32(srdhm(half_three, r) - srdhm(half_input, r3)), 3)
+    r = srdhm(r, 1518500250)
+    neg = shift < 0
+    r = np.where(neg, wrap32(r << np.where(neg, -shift, 0)), r)
+    shift = np.where(neg, 0, shift)
+    r = np.where(small, INT32_MAX, r)
+    shift = np.where(small, 0, shift)
+    return r, -shift

@@ -27,7 +27,7 @@ Integer semantics (TFLM's reference kernels, tensorflow/lite/kernels/internal/re
   saturated to int8, with (m_out, e_out) = QuantizeMultiplier(2 s_in / (2^20 s_out)). exclusive writes the
   sum before adding the element; reverse runs from the end of the axis.
 * l2_normalization int8 (reference_integer_ops::L2Normalization): per row acc = sum (x - zp)^2 (int32);
-  (m, s) = GetInvSqrtQuantizedMultiplierExp(acc, -1) (gemmlowp Newton-Raphson, `inv_sqrt_multiplier_exp`);
+  (m, s) = GetInvSqrtQuantizedMultiplierExp(acc, -1) (gemmlowp Newton-Raphson, `_quant.inv_sqrt_multiplier_exp`);
   y = clamp(MBQM(x - zp, m, s + 7), -128, 127): the output is read as scale 1/128, zero point 0 whatever the
   output tensor says (TFLM checks nothing there). Float: x / max(sqrt(sum x^2), 1e-6).
 * l2_pool2d: sqrt(sum of the squares of the taps inside the input / their count), then the activation.
@@ -351,36 +351,6 @@ def _cumsum(p: CumsumParams, x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(out).reshape(p.shape)
 
 
-def inv_sqrt_multiplier_exp(acc: int) -> tuple[int, int]:
-    """TFLite's GetInvSqrtQuantizedMultiplierExp(acc, kReverseShift = -1) -> (multiplier, shift): 1/sqrt(acc)
-    ~= multiplier * 2^(shift - 31), by gemmlowp fixed-point Newton-Raphson (5 steps from 1.0 in Q3.28)."""
-    q = _quant
-    acc = int(acc)
-    if acc <= 1:
-        return q.INT32_MAX, 0
-    shift = 11
-    while acc >= 1 << 29:
-        acc //= 4
-        shift += 1
-    pairs = (32 - acc.bit_length() - 1) // 2 - 1
-    shift -= pairs
-    acc <<= 2 * pairs
-    half_input = int(q.rounding_divide_by_pot(acc >> 1, 1))
-    half_three = (1 << 28) + (1 << 27)
-    x = 1 << 28
-    for _ in range(5):
-        x3 = int(q.saturating_rounding_multiply_by_pot(q.saturating_rounding_doubling_high_mul(
-            q.saturating_rounding_doubling_high_mul(x, x), x), 6))
-        diff = int(q.wrap32(int(q.saturating_rounding_doubling_high_mul(half_three, x))
-                            - int(q.saturating_rounding_doubling_high_mul(half_input, x3))))
-        x = int(q.saturating_rounding_multiply_by_pot(diff, 3))
-    x = int(q.saturating_rounding_doubling_high_mul(x, 1518500250))
-    if shift < 0:
-        x = int(q.wrap32(x << -shift))
-        shift = 0
-    return x, -shift
-
-
 def _l2norm(p: L2NormParams, x: np.ndarray) -> np.ndarray:
     rows = x.reshape(p.rows, p.depth)
     if p.dtype == "float32":
@@ -396,7 +366,7 @@ def _l2norm(p: L2NormParams, x: np.ndarray) -> np.ndarray:
     acc = _quant.wrap32((d * d).sum(axis=1))
     out = np.empty(d.shape, dtype=np.int8)
     for r in range(p.rows):
-        m, s = inv_sqrt_multiplier_exp(int(acc[r]))
+        m, s = (int(v) for v in _quant.inv_sqrt_multiplier_exp(int(acc[r])))
         y = _quant.multiply_by_quantized_multiplier(d[r], m, s + 7, p.rounding)
         out[r] = np.clip(y, -128, 127)
     return out.reshape(p.shape)

@@ -386,40 +386,28 @@ def msb32(x: int) -> int:
     return x.bit_length() if x else 32
 
 
-def _sqrt32(num: int) -> int:
-    if num == 0:
-        return 0
+def _isqrt(num: int, bits: int) -> int:
+    """TFLM's Sqrt32 (bits = 32) / Sqrt64 (bits = 64): bit-by-bit integer square root, rounded up when the
+    remainder exceeds the root (unless the root is already the largest value of half the width)."""
     res = 0
-    mbn = (32 - msb32(num)) | 1
-    bit = 1 << (31 - mbn)
-    for _ in range((31 - mbn) // 2 + 1):
+    mbn = (bits - num.bit_length()) | 1
+    bit = 1 << (bits - 1 - mbn)
+    for _ in range((bits - 1 - mbn) // 2 + 1):
         if num >= res + bit:
             num -= res + bit
             res = (res >> 1) + bit
         else:
             res >>= 1
         bit >>= 2
-    if num > res and res != 0xFFFF:
+    if num > res and res != (1 << (bits // 2)) - 1:
         res += 1
-    return res
+    return res & 0xFFFFFFFF
 
 
 def sqrt64(num: int) -> int:
-    if num >> 32 == 0:
-        return _sqrt32(num)
-    res = 0
-    mbn = (64 - num.bit_length()) | 1
-    bit = 1 << (63 - mbn)
-    for _ in range((63 - mbn) // 2 + 1):
-        if num >= res + bit:
-            num -= res + bit
-            res = (res >> 1) + bit
-        else:
-            res >>= 1
-        bit >>= 2
-    if num > res and res != 0xFFFFFFFF:
-        res += 1
-    return res & 0xFFFFFFFF
+    if num == 0:
+        return 0
+    return _isqrt(num, 32 if num >> 32 == 0 else 64)
 
 
 LOG_LUT = (

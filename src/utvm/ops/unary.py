@@ -191,40 +191,9 @@ def _abs_quant(v: np.ndarray, p: UnaryParams, lo: int, hi: int) -> np.ndarray:
     return np.clip(a + p.output_zero_point, lo, hi)
 
 
-def inv_sqrt_multiplier(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """TFLite GetInvSqrtQuantizedMultiplierExp(v, reverse_shift=-1) for int32 v >= 0 (vectorised):
-    (multiplier, left shift) with 1/sqrt(v) ~ multiplier * 2^(shift - 31)."""
-    v = np.asarray(v, np.int64)
-    small = v <= 1
-    x = np.where(small, 2, v)
-    shift = np.full(x.shape, 11, np.int64)
-    while np.any(x >= (1 << 29)):
-        big = x >= (1 << 29)
-        x = np.where(big, x // 4, x)
-        shift = shift + big
-    lz = _quant.count_leading_zeros_u32(x)
-    pairs = (lz - 1) // 2 - 1
-    shift = shift - pairs
-    x = x << (2 * pairs)
-    half_input = _quant.rounding_divide_by_pot(x >> 1, 1)
-    half_three = (1 << 28) + (1 << 27)
-    r = np.full(x.shape, 1 << 28, np.int64)
-    srdhm = _quant.saturating_rounding_doubling_high_mul
-    for _ in range(5):
-        r3 = _quant.saturating_rounding_multiply_by_pot(srdhm(srdhm(r, r), r), 6)
-        r = _quant.saturating_rounding_multiply_by_pot(_quant.wrap32(srdhm(half_three, r) - srdhm(half_input, r3)), 3)
-    r = srdhm(r, 1518500250)
-    neg = shift < 0
-    r = np.where(neg, _quant.wrap32(r << np.where(neg, -shift, 0)), r)
-    shift = np.where(neg, 0, shift)
-    r = np.where(small, _quant.INT32_MAX, r)
-    shift = np.where(small, 0, shift)
-    return r, -shift
-
-
 def rsqrt_quantized(x: np.ndarray, p: UnaryParams, lo: int, hi: int) -> np.ndarray:
     v = np.asarray(x, np.int64) - p.input_zero_point
-    m, k = inv_sqrt_multiplier(np.maximum(v, 0))
+    m, k = _quant.inv_sqrt_multiplier_exp(np.maximum(v, 0))
     out = np.empty(v.shape, np.int64)
     for km in np.unique(k):  # MBQM wants one shift at a time for its left/right split; few distinct values
         sel = k == km

@@ -248,8 +248,78 @@ _HELPER_NAMES = {"acle": "", "acle_sat": "__ssat", "dsp_ror8": "tvm_sxtb16_ror8"
 _HELPER_DEPS: dict[str, tuple[str, ...]] = {"requant:double": ("gemmlowp",)}
 
 
+def define_helper(key: str, code: str, name: str, deps: Sequence[str] = ()) -> None:
+    """Add a shared C helper a kernel module provides: `ctx.helper(key)` then emits `code` once per file (after
+    the helpers in `deps`) and returns `name`, the function to call. Keys are prefixed by their module's family
+    (e.g. "signal_log32"); a key defined twice is a programming error."""
+    if key in _HELPERS:
+        raise RuntimeError(f"kernel helper {key!r} is defined twice")
+    _HELPERS[key] = code.rstrip()
+    _HELPER_NAMES[key] = name
+    if deps:
+        _HELPER_DEPS[key] = tuple(deps)
+
+
 def helper_source(key: str) -> str:
     return _HELPERS[key]
+
+
+# gemmlowp's SaturatingRoundingMultiplyByPOT for 0 <= e <= 31, and TFLite's GetInvSqrtQuantizedMultiplierExp
+# (reverse_shift = -1): 1/sqrt(x) as a Q31 multiplier and a left shift, by five Newton-Raphson steps in Q3.28.
+# rsqrt (int8/int16) and l2_normalization (int8) share them; utvm.ops._quant.inv_sqrt_multiplier_exp is the
+# numpy definition.
+define_helper("sat_pot", """\
+static inline int32_t tvm_sat_pot(int32_t x, int32_t e) {
+  int32_t threshold;
+  if (e == 0) {
+    return x;
+  }
+  threshold = (int32_t)((1u << (31 - e)) - 1u);
+  if (x > threshold) {
+    return INT32_MAX;
+  }
+  if (x < -threshold) {
+    return INT32_MIN;
+  }
+  return (int32_t)((uint32_t)x << e);
+}""", "tvm_sat_pot")
+define_helper("inv_sqrt", """\
+static inline void tvm_inv_sqrt(int32_t x, int32_t* multiplier, int32_t* shift) {
+  int32_t s = 11;
+  int32_t bits = 0;
+  int32_t pairs;
+  int32_t half_input;
+  int32_t r = (int32_t)1 << 28;
+  uint32_t u;
+  int k;
+  if (x <= 1) {
+    *multiplier = INT32_MAX;
+    *shift = 0;
+    return;
+  }
+  while (x >= ((int32_t)1 << 29)) {
+    x /= 4;
+    ++s;
+  }
+  for (u = (uint32_t)x; u != 0u; u >>= 1) {
+    ++bits;
+  }
+  pairs = (31 - bits) / 2 - 1;
+  s -= pairs;
+  x = (int32_t)((uint32_t)x << (2 * pairs));
+  half_input = tvm_rdbpot(x >> 1, 1);
+  for (k = 0; k < 5; ++k) {
+    const int32_t r3 = tvm_sat_pot(tvm_srdhm(tvm_srdhm(r, r), r), 6);
+    r = tvm_sat_pot((int32_t)((uint32_t)tvm_srdhm(402653184, r) - (uint32_t)tvm_srdhm(half_input, r3)), 3);
+  }
+  r = tvm_srdhm(r, 1518500250);
+  if (s < 0) {
+    r = (int32_t)((uint32_t)r << -s);
+    s = 0;
+  }
+  *multiplier = r;
+  *shift = -s;
+}""", "tvm_inv_sqrt", deps=("gemmlowp", "sat_pot"))
 
 
 # --- formatting of C literals ----------------------------------------------------------------------------

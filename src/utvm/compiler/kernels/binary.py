@@ -11,13 +11,12 @@ import math
 import numpy as np
 
 from utvm.compiler.kernels import (
-    _HELPER_NAMES,
-    _HELPERS,
     C_TYPES,
     KernelCode,
     KernelContext,
     broadcast_loops,
     c_literal,
+    define_helper,
     offset_term,
     register,
 )
@@ -27,7 +26,7 @@ from utvm.ops.binary import COMPARISONS, OPS, BinaryParams
 _CMP = {"equal": "==", "not_equal": "!=", "greater": ">", "greater_equal": ">=", "less": "<", "less_equal": "<="}
 
 # CountLeadingSignBits of an int32 (31 for 0), portable C.
-_HELPERS["binary_clrsb"] = """\
+define_helper("binary_clrsb", """\
 static inline int32_t binary_clrsb(int32_t x) {
   const uint32_t u = x < 0 ? ~(uint32_t)x : (uint32_t)x;
   int32_t n = 0;
@@ -35,11 +34,10 @@ static inline int32_t binary_clrsb(int32_t x) {
     ++n;
   }
   return n;
-}"""
-_HELPER_NAMES["binary_clrsb"] = "binary_clrsb"
+}""", "binary_clrsb")
 # MultiplyByQuantizedMultiplier (double rounding) for any right shift, as TFLM's int32 code computes it past
 # 31: the mask (1ll << e) - 1 truncates to -1 and the shift count wraps modulo 32 (needs "gemmlowp").
-_HELPERS["binary_mbqm_wide"] = """\
+define_helper("binary_mbqm_wide", """\
 static inline int32_t binary_mbqm_wide(int32_t x, int32_t m, int32_t shift) {
   const int32_t left = shift > 0 ? shift : 0;
   const int32_t right = shift > 0 ? 0 : -shift;
@@ -48,8 +46,7 @@ static inline int32_t binary_mbqm_wide(int32_t x, int32_t m, int32_t shift) {
   const int32_t remainder = hi & mask;
   const int32_t threshold = (mask >> 1) + (hi < 0 ? 1 : 0);
   return (hi >> (right & 31)) + (remainder > threshold ? 1 : 0);
-}"""
-_HELPER_NAMES["binary_mbqm_wide"] = "binary_mbqm_wide"
+}""", "binary_mbqm_wide")
 
 
 def _rescale(ctx: KernelContext, p: BinaryParams, dst: str, src: str, i: int) -> str:

@@ -23,11 +23,10 @@ from __future__ import annotations
 import numpy as np
 
 from utvm.compiler.kernels import (
-    _HELPER_NAMES,
-    _HELPERS,
     KernelCode,
     KernelContext,
     c_literal,
+    define_helper,
     multipliers_pm,
     offset_term,
     register,
@@ -52,21 +51,19 @@ INT32_MAX = (1 << 31) - 1
 # "double" is the default build (TFLM): the multiplier reduced to 16 bits, one rounding; "single" is
 # TFLITE_SINGLE_ROUNDING. Products and sums in uint64 (wrap-around instead of signed overflow), the final
 # arithmetic shift and the int32 truncation as TFLite's C++ does them.
-_HELPERS["conv16_requant64:double"] = """\
+define_helper("conv16_requant64:double", """\
 static inline int32_t tvm_conv16_requant64_double(int64_t x, int32_t multiplier, int32_t shift) {
   const int64_t reduced = multiplier < 0x7FFF0000 ? (int64_t)((multiplier + (1 << 15)) >> 16) : 0x7FFF;
   const int32_t total_shift = 15 - shift;
   const uint64_t v = (uint64_t)x * (uint64_t)reduced + ((uint64_t)1 << (total_shift - 1));
   return (int32_t)((int64_t)v >> total_shift);
-}"""
-_HELPERS["conv16_requant64:single"] = """\
+}""", "tvm_conv16_requant64_double")
+define_helper("conv16_requant64:single", """\
 static inline int32_t tvm_conv16_requant64_single(int64_t x, int32_t multiplier, int32_t shift) {
   const int32_t total_shift = 31 - shift;
   const uint64_t v = (uint64_t)x * (uint64_t)(int64_t)multiplier + ((uint64_t)1 << (total_shift - 1));
   return (int32_t)((int64_t)v >> total_shift);
-}"""
-_HELPER_NAMES["conv16_requant64:double"] = "tvm_conv16_requant64_double"
-_HELPER_NAMES["conv16_requant64:single"] = "tvm_conv16_requant64_single"
+}""", "tvm_conv16_requant64_single")
 
 
 def requant_int16_stmts(ctx: KernelContext, rounding: str, acc_bits: int, acc: str, mult: str, shift: str,

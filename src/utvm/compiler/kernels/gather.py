@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from utvm.compiler.kernels import _HELPER_NAMES, _HELPERS, C_TYPES, KernelCode, KernelContext, c_literal, register
+from utvm.compiler.kernels import C_TYPES, KernelCode, KernelContext, c_literal, define_helper, register
 from utvm.ops.gather import DetectionParams, EmbeddingParams, GatherNdParams, GatherParams, ResizeParams, SpaceParams
 
 _ERR = "return 1;"
@@ -212,7 +212,7 @@ def resize(ctx: KernelContext) -> KernelCode:
 
 
 # --- detection_postprocess ----------------------------------------------------------------------------------------
-_HELPERS["gather_detpp"] = """\
+define_helper("gather_detpp", """\
 /* TFLite_Detection_PostProcess (utvm.ops.gather): boxes are float[4] corners (ymin, xmin, ymax, xmax). */
 static void gather_sort_desc(const float* key, int32_t* idx, int32_t n) {
   /* stable: ties keep their order, as TFLM's merge sort */
@@ -278,8 +278,7 @@ static int32_t gather_nms(const float* boxes, const float* scores, int32_t n, fl
     }
   }
   return count;
-}"""
-_HELPER_NAMES["gather_detpp"] = "gather_nms"
+}""", "gather_nms")
 
 
 @register("detection_postprocess")

@@ -7,13 +7,13 @@ TFLM's reference kernels do (no reassociation), so they match it to rounding of 
 
 from __future__ import annotations
 
-from utvm.compiler.kernels import _HELPER_NAMES, _HELPERS, KernelCode, KernelContext, c_literal, register
+from utvm.compiler.kernels import KernelCode, KernelContext, c_literal, define_helper, register
 from utvm.ops.recurrent import SIGMOID_LUT_U16, LstmParams, SvdfParams
 
 _LUT_ROWS = ",\n  ".join(", ".join(str(v) for v in SIGMOID_LUT_U16[i:i + 16]) for i in range(0, 256, 16))
 # TFLM's int16 Logistic (Q3.12 in, input multiplier 0 -> x3) and Tanh (input multiplier and right shift) over
 # TFLite's sigmoid table, with its linear interpolation, bit for bit (utvm.ops.recurrent.sigmoid16 / tanh16).
-_HELPERS["recurrent_lut16"] = f"""\
+define_helper("recurrent_lut16", f"""\
 static const uint16_t tvm_recurrent_sigmoid_lut[256] = {{
   {_LUT_ROWS}
 }};
@@ -50,17 +50,15 @@ static inline int16_t tvm_recurrent_tanh16(int16_t x, int32_t multiplier, int32_
 }}
 static inline int32_t tvm_recurrent_sat16(int32_t x) {{
   return x < -32768 ? -32768 : (x > 32767 ? 32767 : x);
-}}"""
-_HELPER_NAMES["recurrent_lut16"] = "tvm_recurrent_sigmoid16"
+}}""", "tvm_recurrent_sigmoid16")
 # TFLite's MultiplyByQuantizedMultiplier for an int64 accumulator (the 16x8 kernels): a 16-bit multiplier,
 # one rounding.
-_HELPERS["recurrent_mbqm64"] = """\
+define_helper("recurrent_mbqm64", """\
 static inline int32_t tvm_recurrent_mbqm64(int64_t x, int32_t multiplier, int32_t shift) {
   const int32_t reduced = multiplier < 0x7FFF0000 ? ((multiplier + (1 << 15)) >> 16) : 0x7FFF;
   const int32_t total = 15 - shift;
   return (int32_t)((x * (int64_t)reduced + ((int64_t)1 << (total - 1))) >> total);
-}"""
-_HELPER_NAMES["recurrent_mbqm64"] = "tvm_recurrent_mbqm64"
+}""", "tvm_recurrent_mbqm64")
 
 
 def _float_act_stmt(var: str, act: str) -> str:

@@ -7,15 +7,12 @@ row-major order, as TFLM. Integer sums run in uint32 (TFLM's wrapping int32 sum,
 overflow), then `sum - zp_in * n` is requantized once. arg_*: [outer, depth, inner] loops, a strict
 comparison keeps the first extreme. cumsum: [outer, depth, inner] with the running sum per (outer, inner);
 int8 adds the 2^20-scaled inputs in uint32 (wrapping, as TFLM's int32). l2_normalization int8 computes
-TFLM's GetInvSqrtQuantizedMultiplierExp per row at run time (integer only, `tvm_reduction_inv_sqrt`).
+TFLM's GetInvSqrtQuantizedMultiplierExp per row at run time (integer only, the shared `inv_sqrt` helper).
 """
 
 from __future__ import annotations
 
 from utvm.compiler.kernels import (
-    _HELPER_DEPS,
-    _HELPER_NAMES,
-    _HELPERS,
     C_TYPES,
     KernelCode,
     KernelContext,
@@ -36,59 +33,6 @@ from utvm.ops.reduction import (
 
 FLT_MAX = 3.4028234663852886e38
 
-_HELPERS["reduction_inv_sqrt"] = """\
-/* gemmlowp SaturatingRoundingMultiplyByPOT for an exponent in [1, 30]. */
-static inline int32_t tvm_reduction_srmbpot(int32_t x, int32_t e) {
-  const int32_t threshold = (int32_t)((1u << (31 - e)) - 1u);
-  if (x > threshold) {
-    return INT32_MAX;
-  }
-  if (x < -threshold) {
-    return INT32_MIN;
-  }
-  return (int32_t)((uint32_t)x << e);
-}
-/* TFLite's GetInvSqrtQuantizedMultiplierExp(acc, -1): 1/sqrt(acc) ~= *mult * 2^(*shift - 31), by five
-   Newton-Raphson steps in gemmlowp Q3.28 fixed point from 1.0. */
-static inline void tvm_reduction_inv_sqrt(int32_t acc, int32_t* mult, int32_t* shift) {
-  int32_t s = 11;
-  int32_t bits = 0;
-  int32_t pairs;
-  int32_t half_input;
-  int32_t x = (int32_t)1 << 28;
-  uint32_t u;
-  int i;
-  if (acc <= 1) {
-    *mult = INT32_MAX;
-    *shift = 0;
-    return;
-  }
-  while (acc >= ((int32_t)1 << 29)) {
-    acc /= 4;
-    ++s;
-  }
-  for (u = (uint32_t)acc; u != 0u; u >>= 1) {
-    ++bits;
-  }
-  pairs = (31 - bits) / 2 - 1;
-  s -= pairs;
-  acc = (int32_t)((uint32_t)acc << (2 * pairs));
-  half_input = tvm_rdbpot(acc >> 1, 1);
-  for (i = 0; i < 5; ++i) {
-    const int32_t x3 = tvm_reduction_srmbpot(tvm_srdhm(tvm_srdhm(x, x), x), 6);
-    const int32_t d = (int32_t)((uint32_t)tvm_srdhm(402653184, x) - (uint32_t)tvm_srdhm(half_input, x3));
-    x = tvm_reduction_srmbpot(d, 3);
-  }
-  x = tvm_srdhm(x, 1518500250);
-  if (s < 0) {
-    x = (int32_t)((uint32_t)x << -s);
-    s = 0;
-  }
-  *mult = x;
-  *shift = -s;
-}"""
-_HELPER_NAMES["reduction_inv_sqrt"] = "tvm_reduction_inv_sqrt"
-_HELPER_DEPS["reduction_inv_sqrt"] = ("gemmlowp",)
 
 
 def _ind(text: str, levels: int) -> str:
@@ -240,7 +184,7 @@ for (int32_t r = 0; r < {p.rows}; ++r) {{
 }}
 return 0;"""
         return KernelCode(body=body, uses_libm=True)
-    inv = ctx.helper("reduction_inv_sqrt")
+    inv = ctx.helper("inv_sqrt")
     rq = ctx.helper("requant", p.rounding)
     zp = offset_term(-p.input_zero_point)
     if p.depth > 32768:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from utvm.compiler.kernels import _HELPER_DEPS, _HELPER_NAMES, _HELPERS, KernelCode, KernelContext, register
+from utvm.compiler.kernels import KernelCode, KernelContext, define_helper, register
 from utvm.ops.signal import (
     LOG_LUT,
     SignalParams,
@@ -22,7 +22,7 @@ from utvm.ops.signal import (
     fft_twiddles,
 )
 
-_HELPERS["signal_msb32"] = """\
+define_helper("signal_msb32", """\
 /* MostSignificantBit32 as TFLM builds it: the bit length, and 32 for 0. */
 static inline uint32_t signal_msb32(uint32_t x) {
   uint32_t n = 0;
@@ -34,10 +34,9 @@ static inline uint32_t signal_msb32(uint32_t x) {
     ++n;
   }
   return n;
-}"""
-_HELPER_NAMES["signal_msb32"] = "signal_msb32"
+}""", "signal_msb32")
 
-_HELPERS["signal_sqrt64"] = """\
+define_helper("signal_sqrt64", """\
 /* TFLM's Sqrt32 / Sqrt64: bitwise integer square root, rounded up when the remainder exceeds the root. */
 static inline uint32_t signal_sqrt32(uint32_t num) {
   uint32_t res = 0u;
@@ -92,11 +91,10 @@ static inline uint32_t signal_sqrt64(uint64_t num) {
     ++res;
   }
   return (uint32_t)res;
-}"""
-_HELPER_NAMES["signal_sqrt64"] = "signal_sqrt64"
+}""", "signal_sqrt64", deps=("signal_msb32",))
 
 _LUT_TEXT = ", ".join(str(v) for v in LOG_LUT)
-_HELPERS["signal_log32"] = f"""\
+define_helper("signal_log32", f"""\
 static const uint16_t signal_log_lut[{len(LOG_LUT)}] = {{{_LUT_TEXT}}};
 /* TFLM's Log32: log2 by table interpolation, times ln 2 (Q16), times out_scale (Q16), uint32 arithmetic. */
 static inline uint32_t signal_log32(uint32_t x, uint32_t out_scale) {{
@@ -120,10 +118,9 @@ static inline uint32_t signal_log32(uint32_t x, uint32_t out_scale) {{
   log2v = (integer << 16) + (uint32_t)(frac + c0 + rel_pos);
   loge = (uint32_t)(((uint64_t)45426u * log2v + 32768u) >> 16);
   return (out_scale * loge + 32768u) >> 16;
-}}"""
-_HELPER_NAMES["signal_log32"] = "signal_log32"
+}}""", "signal_log32", deps=("signal_msb32",))
 
-_HELPERS["signal_pcan"] = """\
+define_helper("signal_pcan", """\
 /* TFLM's PCAN: the gain lookup (piecewise quadratic in msb(x)) and the shrink function (12 -> 6 bits). */
 static inline int16_t signal_wdf(uint32_t x, const int16_t* lut) {
   int32_t interval;
@@ -147,10 +144,7 @@ static inline uint32_t signal_pcan_shrink(uint32_t x) {
     return (x * x) >> 20;
   }
   return (x >> 6) - (1u << 6);
-}"""
-_HELPER_NAMES["signal_pcan"] = "signal_wdf"
-for _key in ("signal_sqrt64", "signal_log32", "signal_pcan"):
-    _HELPER_DEPS[_key] = ("signal_msb32",)
+}""", "signal_wdf", deps=("signal_msb32",))
 
 # KISS FFT per element type: T, the product type W, and the primitive operations.
 _FFT_TYPES = {
@@ -440,12 +434,10 @@ static void signal_irfft_{s}(const {T}* x, {T}* y, {T}* tmp, int32_t ncfft, cons
 
 for _dt, _d in _FFT_TYPES.items():
     _cfft, _rfft_text, _irfft_text = _fft_helper(_dt).split("@@SPLIT@@")
-    for _name, _text in ((f"signal_cfft_{_d['s']}", _cfft), (f"signal_rfft_{_d['s']}", _rfft_text),
-                         (f"signal_irfft_{_d['s']}", _irfft_text)):
-        _HELPERS[_name] = _text.rstrip()
-        _HELPER_NAMES[_name] = _name
-    _HELPER_DEPS[f"signal_rfft_{_d['s']}"] = (f"signal_cfft_{_d['s']}",)
-    _HELPER_DEPS[f"signal_irfft_{_d['s']}"] = (f"signal_cfft_{_d['s']}",)
+    _c = f"signal_cfft_{_d['s']}"
+    define_helper(_c, _cfft, _c)
+    define_helper(f"signal_rfft_{_d['s']}", _rfft_text, f"signal_rfft_{_d['s']}", deps=(_c,))
+    define_helper(f"signal_irfft_{_d['s']}", _irfft_text, f"signal_irfft_{_d['s']}", deps=(_c,))
 
 
 @register("signal_window")

@@ -19,19 +19,18 @@ import math
 import numpy as np
 
 from utvm.compiler.kernels import (
-    _HELPER_NAMES,
-    _HELPERS,
     C_TYPES,
     KernelCode,
     KernelContext,
     broadcast_loops,
     c_literal,
+    define_helper,
     register,
 )
 from utvm.ops import _quant
 from utvm.ops.unary import OPS, UnaryParams
 
-_HELPERS["unary_round_f32"] = """\
+define_helper("unary_round_f32", """\
 /* TFLite's RoundToNearest: half to even (the int cast only runs when |v| < 2^23). */
 static inline float unary_round_f32(float v) {
   const float fl = floorf(v);
@@ -40,27 +39,11 @@ static inline float unary_round_f32(float v) {
     return fl;
   }
   return fl + 1.0f;
-}"""
-_HELPER_NAMES["unary_round_f32"] = "unary_round_f32"
+}""", "unary_round_f32")
 
-# gemmlowp fixed-point pieces the int16 rsqrt and int8 log_softmax kernels share; need "gemmlowp" (tvm_srdhm,
-# tvm_rdbpot) before them
-_HELPERS["unary_fx"] = """\
-/* gemmlowp SaturatingRoundingMultiplyByPOT<e> for 0 <= e <= 31. */
-static inline int32_t unary_sat_pot(int32_t x, int32_t e) {
-  int32_t threshold;
-  if (e == 0) {
-    return x;
-  }
-  threshold = (int32_t)((1u << (31 - e)) - 1u);
-  if (x > threshold) {
-    return INT32_MAX;
-  }
-  if (x < -threshold) {
-    return INT32_MIN;
-  }
-  return (int32_t)((uint32_t)x << e);
-}
+# gemmlowp fixed-point pieces of the int8 log_softmax kernel (clz, wrapping and saturating adds, 1/(1+x)); after
+# "gemmlowp" and "sat_pot" (its deps)
+define_helper("unary_fx", """\
 static inline int32_t unary_clz(uint32_t u) {
   int32_t n = 0;
   if (u == 0u) {
@@ -90,52 +73,14 @@ static inline int32_t unary_one_over_one_plus_x(int32_t a) {
   int32_t k;
   for (k = 0; k < 3; ++k) {
     const int32_t one_minus = unary_wsub(1 << 29, tvm_srdhm(half_den, x));
-    x = unary_wadd(x, unary_sat_pot(tvm_srdhm(x, one_minus), 2));
+    x = unary_wadd(x, tvm_sat_pot(tvm_srdhm(x, one_minus), 2));
   }
-  return unary_sat_pot(x, 1);
-}"""
-_HELPER_NAMES["unary_fx"] = "unary_sat_pot"
+  return tvm_sat_pot(x, 1);
+}""", "unary_clz", deps=("gemmlowp", "sat_pot"))
+
 
 # needs "gemmlowp" and "unary_fx"
-_HELPERS["unary_inv_sqrt"] = """\
-/* TFLite GetInvSqrtQuantizedMultiplierExp(input, reverse_shift = -1): 1/sqrt(input) as a Q31 multiplier and
-   a left shift, by five Newton-Raphson steps in Q3.28. */
-static inline void unary_inv_sqrt(int32_t input, int32_t* multiplier, int32_t* shift) {
-  int32_t s = 11;
-  int32_t pairs;
-  int32_t half_input;
-  int32_t x = 1 << 28;
-  int32_t k;
-  if (input <= 1) {
-    *multiplier = INT32_MAX;
-    *shift = 0;
-    return;
-  }
-  while (input >= (1 << 29)) {
-    input /= 4;
-    ++s;
-  }
-  pairs = (unary_clz((uint32_t)input) - 1) / 2 - 1;
-  s -= pairs;
-  input = (int32_t)((uint32_t)input << (2 * pairs));
-  half_input = tvm_rdbpot(input >> 1, 1);
-  for (k = 0; k < 5; ++k) {
-    const int32_t x3 = unary_sat_pot(tvm_srdhm(tvm_srdhm(x, x), x), 6);
-    x = unary_sat_pot((int32_t)((uint32_t)tvm_srdhm((1 << 28) + (1 << 27), x) - (uint32_t)tvm_srdhm(half_input, x3)),
-                      3);
-  }
-  x = tvm_srdhm(x, 1518500250);
-  if (s < 0) {
-    x = (int32_t)((uint32_t)x << -s);
-    s = 0;
-  }
-  *multiplier = x;
-  *shift = -s;
-}"""
-_HELPER_NAMES["unary_inv_sqrt"] = "unary_inv_sqrt"
-
-# needs "gemmlowp" and "unary_fx"
-_HELPERS["unary_log"] = """\
+define_helper("unary_log", """\
 /* TFLite log_x_for_x_greater_than_or_equal_to_1<5>(FixedPoint<int32, 12> z): log(z) in Q5.26 (the
    accumulation in Q6.25). */
 static inline int32_t unary_log_q12_q5(int32_t z) {
@@ -143,11 +88,11 @@ static inline int32_t unary_log_q12_q5(int32_t z) {
   const int32_t sqrt_sqrt_half = 1805811301;
   const int32_t quarter = 8388608; /* 1/4 in Q6.25 */
   const int32_t clz_a = unary_clz((uint32_t)z);
-  const int32_t r_a = unary_sat_pot(tvm_srdhm(unary_sat_pot(z, clz_a - 1), sqrt_half), 1);
-  const int32_t z_a_pow = unary_sat_add(unary_sat_pot(12 - clz_a, 25), quarter);
+  const int32_t r_a = tvm_sat_pot(tvm_srdhm(tvm_sat_pot(z, clz_a - 1), sqrt_half), 1);
+  const int32_t z_a_pow = unary_sat_add(tvm_sat_pot(12 - clz_a, 25), quarter);
   const int32_t z_b_headroom = unary_clz((uint32_t)tvm_srdhm(z, sqrt_half)) - 1;
-  const int32_t r_b = unary_sat_pot(z, z_b_headroom);
-  const int32_t z_b_pow = unary_sat_add(unary_sat_pot(12 - z_b_headroom, 25), -quarter);
+  const int32_t r_b = tvm_sat_pot(z, z_b_headroom);
+  const int32_t z_b_pow = unary_sat_add(tvm_sat_pot(12 - z_b_headroom, 25), -quarter);
   const int32_t r = r_a < r_b ? r_a : r_b;
   const int32_t z_pow = z_a_pow > z_b_pow ? z_a_pow : z_b_pow;
   const int64_t hsum = (int64_t)r + sqrt_sqrt_half;
@@ -159,9 +104,8 @@ static inline int32_t unary_log_q12_q5(int32_t z) {
                                    tvm_srdhm(638450708, q));
   const int32_t recip = unary_one_over_one_plus_x(denom);
   const int32_t sum = unary_wadd(tvm_srdhm(z_pow, 1488522236), tvm_srdhm(tvm_rdbpot(num, 6), recip));
-  return unary_sat_pot(sum, 1);
-}"""
-_HELPER_NAMES["unary_log"] = "unary_log_q12_q5"
+  return tvm_sat_pot(sum, 1);
+}""", "unary_log_q12_q5")
 
 _FLOAT_EXPR = {
     "abs": "fabsf(v)", "neg": "-v", "ceil": "ceilf(v)", "floor": "floorf(v)", "sqrt": "sqrtf(v)",
@@ -240,9 +184,7 @@ def unary(ctx: KernelContext) -> KernelCode:
                 f"int32_t r = ({zout}) + (v >= 0 ? {rq}(v, {p.multiplier}, {p.shift}) : "
                 f"{rq}(v, {p.multiplier_alpha}, {p.shift_alpha}));\n{_clamp('r', lo, hi)}\n{y}[i] = ({t_out})r;")
     elif p.kind == "rsqrt16":
-        ctx.helper("gemmlowp")
-        ctx.helper("unary_fx")
-        inv = ctx.helper("unary_inv_sqrt")
+        inv = ctx.helper("inv_sqrt")
         stmt = (f"const int32_t v = (int32_t){x}[i] - ({zin});\nint32_t r = {hi};\n"
                 f"if (v > 0) {{\n  int32_t m;\n  int32_t k;\n  {inv}(v, &m, &k);\n"
                 f"  r = {rq}({rq}(1, m, k + 20), {p.multiplier}, {p.shift - 20}) + ({zout});\n"
@@ -300,7 +242,6 @@ def _log_softmax_int8(ctx: KernelContext, p: UnaryParams) -> KernelCode:
     Q5.26, then y = RoundingDivideByPOT(scaled[d] - log_sum, 22) + 127 above the adjusted diff_min."""
     x, y = ctx.inputs[0], ctx.outputs[0]
     rq = ctx.helper("requant", "double")
-    ctx.helper("gemmlowp")
     ctx.helper("unary_fx")
     log = ctx.helper("unary_log")
     d = -np.arange(256, dtype=np.int64)
