@@ -126,20 +126,22 @@ def read_inputs(compiled: Any, given: Mapping[str, str | Path] | Sequence[str], 
 
 def firmware_sources(compiled: Any) -> list[Path]:
     """The model's generated C and header in one content-addressed directory (so firmware builds cache);
-    the header sits beside the sources, on the include path of platforms that add each source's folder."""
+    the header sits beside the sources, on the include path of platforms that add each source's folder.
+    The firmware-only sources (`CompiledModel.rpc_sources`: the C interface's packed RPC adapter) are in."""
     from utvm.support import cc
     from utvm.support.archive import safe_file_name
 
-    blob = json.dumps([sorted(compiled.sources.items()), sorted(compiled.includes.items())]).encode()
+    sources = {**compiled.sources, **getattr(compiled, "rpc_sources", {})}
+    blob = json.dumps([sorted(sources.items()), sorted(compiled.includes.items())]).encode()
     key = hashlib.sha256(blob).hexdigest()[:20]
     d = cc.cache_dir() / "model-src" / f"{compiled.prefix}-{key}"
-    files = {safe_file_name(name, "generated file"): text for name, text in {**compiled.sources,
+    files = {safe_file_name(name, "generated file"): text for name, text in {**sources,
                                                                               **compiled.includes}.items()}
     if not d.exists():
         d.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
             (d / name).write_text(text)
-    return sorted(d / name for name in compiled.sources)
+    return sorted(d / name for name in sources)
 
 
 #: The CRT's defaults of the limits a model's run call depends on (crt_config.h.template).
@@ -167,13 +169,127 @@ def firmware_crt_config(compiled: Any) -> dict[str, int]:
     return out
 
 
-def build_firmware(compiled: Any, platform: str = "host", **build_kwargs: Any) -> Path:
-    """Evaluation firmware for `compiled`: CRT + RPC server + the model as the system library."""
+def debug_firmware_sources(compiled: Any) -> list[Path]:
+    """firmware_sources with every operator a packed function of the system library, in any convention
+    (utvm.compiler.debug: a wrapper per operator of an unpacked / C-interface model, in the firmware only),
+    in their own content-addressed directory; the model's own files where no wrapper is needed."""
+    from utvm.compiler.debug import debug_firmware_sources as with_wrappers
+    from utvm.compiler.debug import needs_wrappers
+    from utvm.support import cc
+
+    paths = firmware_sources(compiled)
+    if not needs_wrappers(compiled):
+        return paths
+    texts = with_wrappers(compiled, {p.name: p.read_text() for p in paths})
+    others = {f.name: f.read_text() for f in paths[0].parent.iterdir() if f.is_file() and f.name not in texts}
+    key = hashlib.sha256(json.dumps([sorted(texts.items()), sorted(others.items())]).encode()).hexdigest()[:20]
+    d = cc.cache_dir() / "model-src" / f"{compiled.prefix}-debug-{key}"
+    if not d.exists():
+        d.mkdir(parents=True, exist_ok=True)
+        for name, text in {**others, **texts}.items():
+            (d / name).write_text(text)
+    return sorted(d / name for name in texts)
+
+
+def build_firmware(compiled: Any | Sequence[Any], platform: str = "host", debug: bool = False, *,
+                   extra_sources: Sequence[str | Path] = (), include_dirs: Sequence[str | Path] = (),
+                   **build_kwargs: Any) -> Path:
+    """Evaluation firmware for `compiled` (one CompiledModel, or a list of them): CRT + RPC server + each
+    model's system library; with `debug`, every operator also callable over RPC in any convention
+    (debug_firmware_sources). The firmware names its models (TVMSystemLibTable: `session.system_lib(name)`);
+    with several, each model's entry point becomes `tvmgen_<m>_system_lib` and the first is the default
+    (`session.system_lib()`). Two models of one name are a UsageError. `extra_sources` (the user's C, e.g.
+    defining utvm_user_init) and `include_dirs` are compiled in with the firmware's own warning flags."""
+    from utvm.compiler import codegen
+    from utvm.compiler.debug import rename_entry_point
     from utvm.platform import get_platform
 
-    config = {**firmware_crt_config(compiled), **dict(build_kwargs.pop("crt_config", None) or {})}
-    return get_platform(platform).build(with_test_functions=False, system_lib_sources=firmware_sources(compiled),
-                                        crt_config=config or None, **build_kwargs)
+    models = list(compiled) if isinstance(compiled, list | tuple) else [compiled]
+    if not models:
+        raise UsageError("build_firmware: no model to build into the firmware")
+    names = [m.model_name for m in models]
+    for name in names:
+        if names.count(name) > 1:
+            raise UsageError(f"two models are named {name!r}: each model of one firmware needs its own name "
+                             "(--model-name when compiling; it prefixes every generated symbol)")
+    config = _merged_crt_config([firmware_crt_config(m) for m in models])
+    # one module slot per model, one per packed model with user operators (the module its operators resolve
+    # them from, docs/custom_ops.md), one to spare
+    slots = len(models) + sum(1 for m in models if _packed_user_ops(m)) + 1
+    if slots > _CRT_DEFAULT_MODULES:
+        config["TVM_CRT_MAX_REGISTERED_MODULES"] = slots
+    config.update(dict(build_kwargs.pop("crt_config", None) or {}))
+    sources: list[Path] = []
+    renamed = len(models) > 1
+    for m in models:
+        paths = debug_firmware_sources(m) if debug else firmware_sources(m)
+        if renamed:  # every model's TVMSystemLibEntryPoint becomes its own tvmgen_<m>_system_lib
+            texts = rename_entry_point(m, {q.name: q.read_text() for q in paths},
+                                       codegen.model_system_lib_name(m.model_name))
+            others = {f.name: f.read_text() for f in paths[0].parent.iterdir()
+                      if f.is_file() and f.name not in texts}
+            d = _cached_source_dir(f"{m.prefix}-multi", {**others, **texts})
+            paths = sorted(d / name for name in texts)
+        sources += paths
+    sources = _shared_user_sources_once(sources)
+    table = _cached_source_dir("system-libs", {"utvm_system_libs.c": codegen.system_lib_table_source(names,
+                                                                                                    renamed)})
+    sources.append(table / "utvm_system_libs.c")
+    if extra_sources:
+        build_kwargs["extra_sources"] = list(extra_sources)
+    if include_dirs:
+        build_kwargs["include_dirs"] = list(include_dirs)
+    build_kwargs.setdefault("with_test_functions", False)
+    return get_platform(platform).build(system_lib_sources=sources, crt_config=config or None, **build_kwargs)
+
+
+#: The CRT's default number of module slots (crt_config.h.template: TVM_CRT_MAX_REGISTERED_MODULES).
+_CRT_DEFAULT_MODULES = 2
+
+
+def _shared_user_sources_once(sources: list[Path]) -> list[Path]:
+    """Models using the same user operator file (--custom-op: `utvm_user_<stem>.c`, the one source a model
+    does not prefix with its name) link it once; two different files of one name are a UsageError."""
+    seen: dict[str, Path] = {}
+    out: list[Path] = []
+    for path in sources:
+        if not path.name.startswith("utvm_user_"):
+            out.append(path)
+        elif path.name not in seen:
+            seen[path.name] = path
+            out.append(path)
+        elif path.read_bytes() != seen[path.name].read_bytes():
+            raise UsageError(f"two models bring different user operator files named {path.name!r} "
+                             f"({seen[path.name]} and {path}); rename one (--custom-op NAME=FILE.c:symbol)")
+    return out
+
+
+def _packed_user_ops(compiled: Any) -> bool:
+    """Whether `compiled` is a packed-API model calling user operators through its own CRT module."""
+    ops = compiled.metadata.get("modules", {}).get(compiled.model_name, {}).get("utvm", {}).get("custom_ops")
+    return bool(ops) and not compiled.options.unpacked_api
+
+
+def _merged_crt_config(configs: Sequence[Mapping[str, int]]) -> dict[str, int]:
+    """The largest value of every limit over several models' firmware_crt_config."""
+    out: dict[str, int] = {}
+    for config in configs:
+        for key, value in config.items():
+            out[key] = max(out.get(key, value), value)
+    return out
+
+
+def _cached_source_dir(label: str, files: Mapping[str, str]) -> Path:
+    """`files` (name -> text) in a content-addressed directory of utvm's cache (so firmware builds cache)."""
+    from utvm.support import cc
+
+    key = hashlib.sha256(json.dumps(sorted(files.items())).encode()).hexdigest()[:20]
+    d = cc.cache_dir() / "model-src" / f"{label}-{key}"
+    if not d.exists():
+        d.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (d / name).write_text(text)
+    return d
 
 
 def run_on_device(session: Any, compiled: Any, inputs: Sequence[np.ndarray], repeat: int = 0
@@ -225,7 +341,12 @@ def reference(model: Path | None, compiled: Any, inputs: Sequence[np.ndarray],
         raise UsageError(f"unknown oracle {oracle!r}; choose one of {', '.join(ORACLES)}")
     source: Path | bytes | None = None
     kind = ""
-    if model is not None and not is_mlf(model):
+    user_ops = sorted({str(n.attrs.get("name")) for n in compiled.graph.nodes if n.op == "custom"})
+    if user_ops:  # TFLite's and onnxruntime's interpreters do not know them: utvm's own, with their Python twins
+        if oracle is not None:
+            raise UsageError(f"--oracle {oracle}: the model has user operators ({', '.join(user_ops)}), which "
+                             "only utvm's reference semantics can run (with --custom-op-py)")
+    elif model is not None and not is_mlf(model):
         from utvm.frontend import model_kind
 
         source, kind = model, model_kind(model)

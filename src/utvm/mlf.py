@@ -5,7 +5,10 @@ Layout (paths inside the tar):
     metadata.json                          MLF version 7 layout (utvm.compiler.driver.build_metadata)
     codegen/host/src/tvmgen_<m>_ops.c      operators (+ the constants they bake in)
     codegen/host/src/tvmgen_<m>_main.c     AOT main, entry point, model descriptor
-    codegen/host/src/tvmgen_<m>_system_lib.c   function registry for runtime.SystemLib (RPC firmware only)
+    codegen/host/src/tvmgen_<m>_system_lib.c   function registry for runtime.SystemLib (RPC firmware only;
+                                           not with --interface-api c, whose codegen/ holds no DLTensor or
+                                           TVMValue code: its packed RPC adapter is firmware-only,
+                                           CompiledModel.rpc_sources, and `load` regenerates it)
     codegen/host/include/tvmgen_<m>.h      the model header (embedded C interface)
     parameters/<m>.npz                     the model's constants by tensor name (numpy .npz)
     src/<m>.json                           the compiled graph in utvm's IR (utvm.ir.Graph.to_json)
@@ -16,7 +19,8 @@ Layout (paths inside the tar):
     templates/platform.c.template          a TVMPlatform* port skeleton
 
 `export_model_library_format(compiled, path)` writes it; `load(path)` (a tar or an extracted directory)
-returns an equal `CompiledModel`.
+returns an equal `CompiledModel`. metadata.json's `modules.<m>.utvm.model_hash` is the SHA-256 of
+src/<m>.json (utvm.compiler.header.model_hash); `load` refuses an archive where they differ.
 """
 
 from __future__ import annotations
@@ -30,8 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-from utvm.compiler.driver import CompiledModel, CompileOptions, OperatorInfo, TensorInfo
-from utvm.compiler.header import model_interface
+from utvm.compiler import memory
+from utvm.compiler.driver import CompiledModel, CompileOptions, OperatorInfo, TensorInfo, rpc_sources, system_lib_name
+from utvm.compiler.header import graph_hash, model_interface
 from utvm.compiler.lower import MemoryPlan
 from utvm.errors import ArchiveError, CompileError, ModelFormatError
 from utvm.ir.graph import Graph
@@ -142,7 +147,9 @@ def load(path: str | os.PathLike) -> CompiledModel:
         extra = mod["utvm"]
         o = extra["options"]
         opts = CompileOptions(m, o["executor"], bool(o["unpacked_api"]), o["interface_api"], o["workspace"],
-                              o["memory_planner"], o["rounding"], str(o.get("target", "host")))
+                              o["memory_planner"], o["rounding"], str(o.get("target", "host")),
+                              tuple(memory.parse_pool(str(v)) for v in o.get("memory_pools", ())),
+                              str(o.get("constants_section", "")))
         main = mod["memory"]["functions"]["main"][0]
         plan = MemoryPlan.from_json(mod["memory"]["plan"])
 
@@ -172,6 +179,12 @@ def load(path: str | os.PathLike) -> CompiledModel:
     safe_file_name(header, f"{path}: metadata.json header")
     if f"src/{m}.json" not in files:
         raise ModelFormatError(f"{path}: src/{m}.json (the model's IR) is missing")
+    recorded = extra.get("model_hash")
+    if recorded is not None:  # archives written before utvm recorded it have none
+        actual = graph_hash(files[f"src/{m}.json"])
+        if recorded != actual:
+            raise ArchiveError(f"{path}: metadata.json model_hash {str(recorded)[:64]!r} does not match "
+                               f"src/{m}.json (SHA-256 {actual}): the graph or the metadata was changed")
     graph = Graph.from_json(files[f"src/{m}.json"])
     def text(key: str) -> str:
         try:
@@ -195,5 +208,16 @@ def load(path: str | os.PathLike) -> CompiledModel:
         if f"src/{source_name}" not in files:
             raise ModelFormatError(f"{path}: src/{source_name} is named in metadata.json but missing")
         source_bytes = files[f"src/{source_name}"]
-    return CompiledModel(opts, graph, graph, sources, includes, metadata, plan, operators,
-                         model_interface(graph, m), sys_funcs, log, constant_bytes, source_name, source_bytes)
+    iface = model_interface(graph, m)
+    # The firmware-only sources (with interface c, the packed RPC adapter) are not in codegen/: regenerate
+    # them; an older archive that still holds the adapter in codegen/ gets it moved out.
+    rpc = rpc_sources(opts, iface, plan.workspace_bytes, plan.pools)
+    for name in rpc:
+        sources.pop(name, None)
+    if rpc and system_lib_name(m) in source_names:
+        metadata = copy.deepcopy(metadata)
+        extra = metadata["modules"][m]["utvm"]
+        extra["sources"] = sorted(sources)
+        extra["rpc_sources"] = sorted(rpc)
+    return CompiledModel(opts, graph, graph, sources, includes, metadata, plan, operators, iface, sys_funcs, log,
+                         constant_bytes, source_name, source_bytes, rpc_sources=rpc)

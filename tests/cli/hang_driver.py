@@ -14,13 +14,11 @@ from typing import Any
 
 import utvm.cli.run as run_cmd
 from utvm.cli import main
-from utvm.evaluate import firmware_sources
-from utvm.platform import get_platform
+from utvm.evaluate import build_firmware as evaluation_firmware
 
 
-def build_firmware(compiled: Any, platform: str = "host", **kw: Any) -> Any:
-    return get_platform(platform).build(with_test_functions=True, system_lib_sources=firmware_sources(compiled),
-                                        **kw)
+def build_firmware(compiled: Any, platform: str = "host", *args: Any, **kw: Any) -> Any:
+    return evaluation_firmware(compiled, platform, *args, with_test_functions=True, **kw)
 
 
 def run_on_device(session: Any, compiled: Any, inputs: Any, repeat: int = 0) -> Any:

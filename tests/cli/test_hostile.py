@@ -468,6 +468,7 @@ BAD_VALUES = {
     "--memory-planner": ["magic"],
     "--interface-api": ["java"],
     "--profile-plot": [""],
+    "--board-config": ["", "no-such-board.toml"],
 }
 
 

@@ -119,7 +119,9 @@ def test_header_has_uint8_pointers_and_packed_checks_want_kdluint() -> None:
     c = compile(graph, model_name="fcu8", unpacked_api=True, interface_api="c")
     header = c.includes["tvmgen_fcu8.h"]
     assert "  uint8_t* input_u8;" in header and "  uint8_t* output_u8;" in header
-    assert "/*! Input 'input_u8': uint8[1, 16] */" in header
+    assert "/*! Input 'input_u8': uint8[1, 16], " in header
+    assert "#define TVMGEN_FCU8_INPUT_U8_DTYPE_CODE 1\n" in header  # kDLUInt
+    assert "#define TVMGEN_FCU8_INPUT_U8_C_TYPE uint8_t\n" in header
     packed = compile(graph, model_name="fcu8")
     model = LocalModel(packed)
     x = np.arange(200, 216, dtype=np.uint8).reshape(1, 16)

@@ -614,6 +614,18 @@ static void parallel_launch_and_env(void** state) {
   assert_int_equal(TVMBackendGetFuncFromEnv(NULL, "runtime.SystemLib", &f), 0);
   assert_ptr_equal(f, get_global("runtime.SystemLib"));
   assert_int_equal(TVMBackendGetFuncFromEnv(NULL, "nope", &f), kTvmErrorFunctionNameNotFound);
+  /* a calling module (generated code passes the module of its user operators): its functions first, then
+   * the global registry */
+  {
+    TVMValue ret;
+    int code = 0;
+    assert_int_equal(TVMBackendGetFuncFromEnv((void*)&kSystemLib, "mod_fn", &f), 0);
+    assert_int_equal(TVMFuncCall(f, NULL, NULL, 0, &ret, &code), 0);
+    assert_int_equal(ret.v_int64, 42);
+    assert_int_equal(TVMBackendGetFuncFromEnv((void*)&kSystemLib, "runtime.SystemLib", &f), 0);
+    assert_ptr_equal(f, get_global("runtime.SystemLib"));
+    assert_int_equal(TVMBackendGetFuncFromEnv((void*)&kSystemLib, "nope", &f), kTvmErrorFunctionNameNotFound);
+  }
 }
 
 /* ---- logging --------------------------------------------------------------------------------------- */

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from utvm.cli import EXIT_USAGE, main
+from utvm.cli import main
 
 MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
 KWS = MODELS / "mlperf_tiny" / "kws_ref_model.tflite"
 RESNET = MODELS / "mlperf_tiny" / "pretrainedResnet_quant.tflite"
 HELLO = MODELS / "tflm" / "hello_world_int8.tflite"
+FC_FUNCTIONS = ("tvmgen_default_fused_dense_relu", "tvmgen_default_fused_dense_relu_1", "tvmgen_default_fused_dense")
 
 
 def run_json(capsys: pytest.CaptureFixture, *argv: str) -> dict:
@@ -69,8 +70,16 @@ def test_profile_table_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert sum(p["cycles"] for p in prof) < res["cycles"]
 
 
-def test_profile_needs_the_packed_convention(capsys: pytest.CaptureFixture) -> None:
-    argv = ["run", str(HELLO), "--platform", "host", "--profile", "--unpacked-api", "--repeat", "1"]
-    assert main(argv) == EXIT_USAGE
-    err = capsys.readouterr().err
-    assert "per-operator timing needs the packed convention" in err and "'unpacked'" in err
+@pytest.mark.parametrize("flags", [[], ["--unpacked-api"], ["--unpacked-api", "--interface-api", "c"],
+                                   ["--unpacked-api", "--interface-api", "c", "--workspace", "user"]],
+                         ids=["packed", "unpacked", "c", "c-user-workspace"])
+def test_profile_in_every_convention(flags: list[str], capsys: pytest.CaptureFixture) -> None:
+    # Unpacked and C-interface operators take raw pointers: the firmware wraps each in a packed function.
+    argv = ["run", str(HELLO), "--platform", "host", "--seed", "4", "--repeat", "1", "--profile", *flags]
+    res = run_json(capsys, *argv[1:])
+    assert sorted(p["function"] for p in res["profile"]) == sorted(FC_FUNCTIONS)
+    assert all(p["seconds"] > 0 and p["cycles"] is None for p in res["profile"])
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("  #  function"):].splitlines()
+    assert {row.split()[1] for row in table[2:5]} == set(FC_FUNCTIONS) and "sum of 3 operators" in table[-1]

@@ -93,6 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from utvm.platform.serial_board.config import use_board_config
+
+    board_config = getattr(args, "board_config", None)
+    if board_config is not None and getattr(args, "platform", None) != "serial-board":
+        print(f"utvm {args.command}: error: argument --board-config: only --platform serial-board uses a board "
+              f"description (this command runs on {getattr(args, 'platform', None)})", file=sys.stderr)
+        return EXIT_USAGE
+    use_board_config(board_config)  # this command's board.toml, or none ($UTVM_BOARD_CONFIG)
     import warnings
 
     def one_line_warning(message: Warning | str, category: type[Warning], *_rest: object, **_kw: object) -> None:

@@ -85,6 +85,57 @@ def platform_name(text: str) -> str:
     return text
 
 
+def board_config(text: str) -> str:
+    """A board.toml of the serial-board platform, checked when the command line is parsed."""
+    from utvm.errors import UsageError
+    from utvm.platform.serial_board.config import load_board_config
+
+    nonempty_path(text)
+    try:
+        load_board_config(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def add_board_config_option(p: argparse.ArgumentParser) -> None:
+    """--board-config of the commands that take --platform (used by --platform serial-board)."""
+    p.add_argument("--board-config", type=board_config, metavar="BOARD.toml",
+                   help="the board of --platform serial-board (default: $UTVM_BOARD_CONFIG; docs/platforms.md)")
+
+
+def c_source(text: str) -> str:
+    """An existing C source file (`--extra-source FILE.c`): the name ends in .c."""
+    nonempty_path(text)
+    from pathlib import Path
+
+    if Path(text).suffix != ".c":
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a C source (the name must end in .c)")
+    if not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"{text[:80]!r}: no such file")
+    return text
+
+
+def include_dir(text: str) -> str:
+    """An existing directory (`-I DIR`)."""
+    nonempty_path(text)
+    from pathlib import Path
+
+    if not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text[:80]!r}: no such directory")
+    return text
+
+
+def add_user_code_options(p: argparse.ArgumentParser, *aliases: str) -> None:
+    """--extra-source FILE.c and -I/--include-dir DIR: the user's C compiled into the evaluation firmware
+    (docs/platforms.md, "Your own C in the firmware")."""
+    p.add_argument("--extra-source", *aliases, dest="extra_source", action="append", default=[], type=c_source,
+                   metavar="FILE.c", help="a C file compiled into the firmware with its warning flags; it may "
+                   "define void utvm_user_init(void) to register functions (repeatable)")
+    p.add_argument("-I", "--include-dir", dest="include_dir", action="append", default=[], type=include_dir,
+                   metavar="DIR", help="a directory searched for the headers of --extra-source (repeatable)")
+
+
 def target_name(text: str) -> str:
     """A known CPU target (utvm.target)."""
     from utvm.target import TARGETS
@@ -105,3 +156,57 @@ def code_growth(text: str) -> float | None:
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"{text} must be a finite fraction >= 0 (or none)")
     return value
+
+
+def _user_op_spec(text: str, ext: str, what: str) -> str:
+    """NAME=FILE<ext>:<what> (utvm.custom_ops): syntax only; the file is read when the model is compiled."""
+    from utvm import custom_ops
+    from utvm.errors import UsageError
+
+    if "\0" in text:
+        raise argparse.ArgumentTypeError("the value contains a NUL byte")
+    try:
+        custom_ops.split_spec(text, ext, what)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def custom_op(text: str) -> str:
+    """--custom-op NAME=FILE.c:symbol."""
+    return _user_op_spec(text, ".c", "symbol")
+
+
+def custom_op_py(text: str) -> str:
+    """--custom-op-py NAME=FILE.py:func."""
+    return _user_op_spec(text, ".py", "func")
+
+
+def memory_pool(text: str):  # noqa: ANN201 - a utvm.compiler.memory.PoolSpec (imported lazily)
+    """`NAME:SIZE[:ATTRS]` of --memory-pool (utvm.compiler.memory.parse_pool)."""
+    from utvm.compiler.memory import parse_pool
+
+    try:
+        return parse_pool(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class MemoryPoolAction(argparse.Action):
+    """Appends each --memory-pool in order (= preference); a pool named twice is a usage error."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        pools = list(getattr(namespace, self.dest, None) or [])
+        name = getattr(values, "name", "")
+        if any(p.name.lower() == name.lower() for p in pools):
+            parser.error(f"argument {option_string}: pool {name!r} is given twice")
+        setattr(namespace, self.dest, [*pools, values])
+
+
+def section_name(text: str) -> str:
+    """A linker section name ([A-Za-z0-9_.$]+, at most 64 characters), e.g. .my_weights."""
+    if not re.fullmatch(r"[A-Za-z0-9_.$]{1,64}", text):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a section name ([A-Za-z0-9_.$]+, at most 64 "
+                                         "characters)")
+    return text

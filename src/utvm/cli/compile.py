@@ -43,6 +43,13 @@ def add_compile_options(p: argparse.ArgumentParser) -> None:
                         "TVMContext (user; needs --interface-api c)")
     p.add_argument("--memory-planner", default=memory.DEFAULT_ALGORITHM, choices=tuple(memory.ALGORITHMS),
                    help=f"static memory planning algorithm (default: {memory.DEFAULT_ALGORITHM})")
+    p.add_argument("--memory-pool", dest="memory_pools", action=A.MemoryPoolAction, type=A.memory_pool, default=[],
+                   metavar="NAME:SIZE[:ATTRS]",
+                   help="a workspace memory pool, repeatable, fastest first: SIZE in bytes or with K/KB/KiB "
+                        "(1024) or M/MB/MiB suffix; ATTRS comma-separated: rw, section=NAME, align=N "
+                        "(docs/compiler.md)")
+    p.add_argument("--constants-section", type=A.section_name, default=None, metavar="SECTION",
+                   help="put the weights and constant arrays in this linker section (e.g. .my_weights)")
     p.add_argument("--rounding", default="single", choices=("single", "double"),
                    help="requantization rounding: single (TFLite/LiteRT) or double (gemmlowp/TFLM)")
     p.add_argument("--target", type=A.target_name, default=None,
@@ -56,6 +63,19 @@ def add_compile_options(p: argparse.ArgumentParser) -> None:
                    help="with --tuning-log: a task's schedule may take at most (1 + F) times the machine code of "
                         f"its default point (default {DEFAULT_MAX_CODE_GROWTH:g}; `none`: the fastest whatever "
                         "its size)")
+    p.add_argument("--custom-op", action="append", default=[], metavar="NAME=FILE.c:symbol", type=A.custom_op,
+                   help="bind operator NAME (a TFLite CUSTOM op's custom_code, or any operator utvm lacks) to the "
+                        "C function symbol in FILE.c (docs/custom_ops.md; repeatable)")
+    p.add_argument("--custom-op-py", action="append", default=[], metavar="NAME=FILE.py:func", type=A.custom_op_py,
+                   help="the numpy implementation of user operator NAME for the reference interpreter (--check; "
+                        "repeatable)")
+
+
+def bind_custom_ops(args: argparse.Namespace) -> None:
+    """Bind the --custom-op / --custom-op-py values of `args` (utvm.custom_ops), if the command has them."""
+    from utvm import custom_ops
+
+    custom_ops.apply_args(getattr(args, "custom_op", None), getattr(args, "custom_op_py", None))
 
 
 def target_of(args: argparse.Namespace) -> str:
@@ -78,9 +98,11 @@ def compile_from_args(args: argparse.Namespace, model: Path, say=None):  # noqa:
     from utvm.frontend import load
 
     target = target_of(args)
+    bind_custom_ops(args)
     try:  # flags that cannot go together fail before any work, as a usage error
         CompileOptions(args.model_name, args.executor, args.unpacked_api, args.interface_api, args.workspace,
-                       args.memory_planner, args.rounding, target).validate()
+                       args.memory_planner, args.rounding, target, tuple(args.memory_pools),
+                       args.constants_section or "").validate()
     except CompileError as exc:
         raise UsageError(str(exc)) from exc
     if not model.is_file():
@@ -106,7 +128,8 @@ def compile_from_args(args: argparse.Namespace, model: Path, say=None):  # noqa:
                              unpacked_api=args.unpacked_api, interface_api=args.interface_api,
                              workspace=args.workspace, memory_planner=args.memory_planner, rounding=args.rounding,
                              progress=say, dump_ir=dump if getattr(args, "dump_ir", False) else None,
-                             target=target, schedules=schedules)
+                             target=target, schedules=schedules, memory_pools=tuple(args.memory_pools),
+                             constants_section=args.constants_section or "")
     compiled.source_model_name = model.name
     compiled.source_model_bytes = model.read_bytes()
     return compiled

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from utvm.cli import _args as A
 from utvm.ir.graph import Graph, Tensor
 from utvm.support import jsonout
 
@@ -22,6 +23,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help="a .tflite or .onnx model")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--custom-op", action="append", default=[], metavar="NAME=FILE.c:symbol", type=A.custom_op,
+                   help="count operator NAME as a bound user operator (docs/custom_ops.md; repeatable)")
+    p.add_argument("--custom-op-py", action="append", default=[], metavar="NAME=FILE.py:func", type=A.custom_op_py,
+                   help="its numpy implementation (repeatable)")
     p.set_defaults(func=run)
 
 
@@ -102,8 +107,10 @@ def run(args: argparse.Namespace) -> int:
     import warnings
 
     from utvm.cli import EXIT_MODEL
+    from utvm.cli.compile import bind_custom_ops
     from utvm.frontend import survey
 
+    bind_custom_ops(args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         graph, problems = survey(Path(args.model))

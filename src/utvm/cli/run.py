@@ -22,8 +22,13 @@ null and the object then also holds "nonfinite": true, plus
 `cycles` (instructions per run) on platforms whose clock counts instructions (QEMU under -icount: two runs
 of the same firmware report the same number). --profile times every fused operator on the device through
 the system library and prints them sorted by cost (utvm.cli.run_profile); --profile-plot FILE.png draws it.
+--debug-layers then runs the model operator by operator on the device and compares every intermediate
+tensor with utvm's reference interpreter, printing a row per operator and the first that differs (exit
+status 3 then; under "debug_layers" with --json; utvm.layer_debug). Both work in every calling convention
+(a packed wrapper per operator in the firmware, never in the MLF: utvm.compiler.debug).
 --timeout S bounds every call on the device: a call that does not return within S seconds is reported as
-such (which function, after how long), and the device is stopped. The workflow itself is a library API,
+such (which function, after how long), and the device is stopped. --extra-source FILE.c / -I DIR compile
+your C into the firmware beside the model (docs/platforms.md). The workflow itself is a library API,
 utvm.evaluate; this module only parses arguments and prints.
 """
 
@@ -54,6 +59,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help="a .tflite/.onnx model or an MLF tar / directory")
     p.add_argument("--platform", default="host", type=A.platform_name, help="where to run (default: host)")
+    A.add_board_config_option(p)
+    p.add_argument("--crt-config-file", type=A.nonempty_path, metavar="crt_config.h",
+                   help="build the firmware's CRT with this crt_config.h (utvm's, or an upstream microTVM one: "
+                        "docs/crt.md; every built-in platform)")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                    help="an input tensor from a .npy file (repeatable); others are random")
     p.add_argument("--seed", type=A.seed, help="seed of the random inputs (default: a fresh one, printed)")
@@ -67,10 +76,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=A.positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="S",
                    help=f"seconds a call on the device may take (default {DEFAULT_TIMEOUT_S:g})")
     p.add_argument("--profile", action="store_true",
-                   help="also time every fused operator on the device (system library; packed convention)")
+                   help="also time every fused operator on the device (system library; any convention)")
     p.add_argument("--profile-plot", metavar="FILE.png", type=A.nonempty_path,
                    help="write the --profile table as a bar chart (implies it)")
+    p.add_argument("--debug-layers", action="store_true",
+                   help="also run the model operator by operator on the device and compare every intermediate "
+                        "tensor with utvm's reference interpreter (exit 3 when one differs)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    A.add_user_code_options(p)
     add_compile_options(p)
     p.set_defaults(func=run)
 
@@ -78,11 +91,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def load_model_or_mlf(args: argparse.Namespace, say: Any) -> Any:
     """The CompiledModel of args.model: an MLF as is, a model compiled with the compile flags in args."""
     from utvm import mlf
-    from utvm.cli.compile import compile_from_args
+    from utvm.cli.compile import bind_custom_ops, compile_from_args
 
     model = Path(args.model)
     if not model.exists():
         raise UsageError(f"{model}: no such model or MLF")
+    bind_custom_ops(args)  # an MLF's user operators still need their Python twins for --check
     if is_mlf(model):
         say(f"loading the Model Library Format archive {model}")
         compiled = mlf.load(model)
@@ -108,24 +122,35 @@ def run(args: argparse.Namespace) -> int:
     if args.profile_plot:
         check_output_file(args.profile_plot, "--profile-plot")  # before the work, not after it
 
+    if args.crt_config_file is not None and not Path(args.crt_config_file).is_file():
+        raise UsageError(f"--crt-config-file {args.crt_config_file}: no such file")
     model = Path(args.model)
     compiled = load_model_or_mlf(args, say)
-    if (args.profile or args.profile_plot) and compiled.options.convention != "packed":
-        raise UsageError(f"--profile: per-operator timing needs the packed convention (compile without "
-                         f"--unpacked-api / --interface-api c); this model uses {compiled.options.convention!r}")
+    if args.check or args.oracle:  # a user operator without its Python twin: say so before the device work
+        from utvm.custom_ops import check_reference
+
+        check_reference(compiled.graph)
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     inputs = read_inputs(compiled, args.input, seed)
     n_random = len(inputs) - len(args.input)
     if n_random:
         say(f"{n_random} random input(s), seed {seed} (rerun with --seed {seed})")
-    say(f"building {args.platform} firmware (CRT + RPC server + {len(compiled.sources)} generated sources)")
-    firmware = build_firmware(compiled, args.platform)
+    say(f"building {args.platform} firmware (CRT + RPC server + {len(compiled.firmware_sources)} generated sources)")
+    # Single operators over RPC (--profile, --debug-layers): a packed wrapper per operator where the
+    # convention has none (utvm.compiler.debug; firmware only).
+    firmware = build_firmware(compiled, args.platform,
+                              debug=bool(args.profile or args.profile_plot or args.debug_layers),
+                              extra_sources=[Path(s) for s in args.extra_source],
+                              include_dirs=[Path(d) for d in args.include_dir],
+                              **({} if args.crt_config_file is None
+                                 else {"crt_config_file": Path(args.crt_config_file)}))
 
     say(f"starting {firmware.name} and running {compiled.run_function} over RPC")
     plat = get_platform(args.platform)
     # Platforms with an instruction-counting clock (QEMU under -icount) also report instructions ("cycles").
     ips = getattr(plat, "instructions_per_second", None)
     timings = None
+    layers = None
     with plat.start(firmware, reply_timeout_s=args.timeout) as session:
         outputs, latency = run_on_device(session, compiled, inputs, repeat=args.repeat)
         if args.profile or args.profile_plot:
@@ -133,6 +158,11 @@ def run(args: argparse.Namespace) -> int:
 
             say(f"profiling {len(compiled.operators)} operators on the device")
             timings = profile_operators(session, compiled, instructions_per_second=ips)
+        if args.debug_layers:
+            from utvm.layer_debug import debug_layers
+
+            say(f"running {len(compiled.operators)} operators one by one and comparing every intermediate")
+            layers = debug_layers(compiled, inputs, session=session)
     result: dict[str, Any] = {"outputs": {x.name: y.tolist() for x, y in zip(compiled.interface.outputs, outputs,
                                                                             strict=True)},
                               "bit_exact": None, "max_abs_err": None, "latency_s": latency, "seed": seed}
@@ -153,6 +183,9 @@ def run(args: argparse.Namespace) -> int:
         verdict = compare(outputs, refs)
         ok = verdict.ok
         result.update(bit_exact=verdict.bit_exact, max_abs_err=verdict.max_abs_err)
+    if layers is not None:
+        result["debug_layers"] = layers.to_json()
+        ok = ok and layers.ok
     if args.json:
         print(jsonout.dumps(result))
     else:
@@ -161,6 +194,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"instructions: {result['cycles']} per run (deterministic instruction clock)")
         if timings is not None:
             print(format_profile(timings, latency))
+        if layers is not None:
+            from utvm.layer_debug import format_layers
+
+            print(format_layers(layers))
     return 0 if ok else EXIT_MISMATCH
 
 

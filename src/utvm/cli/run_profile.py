@@ -1,12 +1,16 @@
 """`utvm run --profile`: time every fused operator on the device, through the system library.
 
-Works on any platform: each operator function of the packed convention is in the model's system library
-(`tvmgen_<m>_<op>`), so the host allocates device arrays of its argument shapes (inputs, outputs, scratch),
-fills the inputs with random values of their dtype, and times the function with the device's time evaluator
-(`runtime.RPCTimeEvaluator`: one warm-up, then `repeat` single calls; the median is kept). On a platform
-with a deterministic instruction clock (QEMU under -icount: `instructions_per_second`) each time is also
-given in instructions. The table is sorted by cost; `plot_profile` draws it as a bar chart (matplotlib,
-Agg backend, no display needed).
+Works on any platform and in every calling convention: the firmware is built with
+`build_firmware(..., debug=True)`, so every operator function is a packed function of the system library
+(`tvmgen_<m>_<op>`: the operator itself in the packed convention, a packed wrapper around the raw-pointer
+function in the unpacked and C conventions, see utvm.compiler.debug; it checks its arguments as a
+packed operator does, so each time includes those checks, which the unpacked / C model run itself does not
+pay: there the operators' sum can exceed the whole model's time), and the host allocates device arrays of
+its argument shapes (inputs, outputs, scratch), fills the inputs with random values of their dtype, and
+times the function with the device's time evaluator (`runtime.RPCTimeEvaluator`: one warm-up, then
+`repeat` single calls; the median is kept). On a platform with a deterministic instruction clock (QEMU
+under -icount: `instructions_per_second`) each time is also given in instructions. The table is sorted by
+cost; `plot_profile` draws it as a bar chart (matplotlib, Agg backend, no display needed).
 """
 
 from __future__ import annotations
@@ -57,9 +61,8 @@ def profile_operators(
     for op in compiled.operators:
         if mod.get_function(op.name, allow_missing=True) is None:
             raise UsageError(
-                f"--profile: operator {op.name!r} is not in the system library; per-operator timing needs "
-                f"the packed convention (compile without --unpacked-api / --interface-api c); this model "
-                f"uses {compiled.options.convention!r}"
+                f"--profile: operator {op.name!r} is not in the firmware's system library (convention "
+                f"{compiled.options.convention!r}); build the firmware with build_firmware(..., debug=True)"
             )
         arrays = []
         try:

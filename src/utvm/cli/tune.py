@@ -40,6 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", nargs="?", help="a .tflite or .onnx model")
     p.add_argument("--platform", default="host", type=A.platform_name, help="where to measure (default: host)")
+    A.add_board_config_option(p)
     p.add_argument("-o", "--output", metavar="LOG.jsonl", type=A.nonempty_path,
                    help="the tuning log to append to (created if missing)")
     p.add_argument("--trials", type=A.positive_int, default=DEFAULT_TRIALS,

@@ -13,12 +13,15 @@ Files (all under codegen/host/ in the MLF):
   order on planned buffers) and the entry `tvmgen_<m>_run`:
     interface packed: `tvmgen_<m>_run` is a TVMBackendPackedCFunc over (inputs..., outputs...);
     interface c:      `int32_t tvmgen_<m>_run(struct tvmgen_<m>_inputs*, struct tvmgen_<m>_outputs*
-                      [, TVMContext* context])` plus the `TVMModel tvmgen_<m>_model` descriptor.
+                      [, const TVMContext* context])` plus the `TVMModel tvmgen_<m>_model` descriptor.
 - `src/tvmgen_<m>_system_lib.c`: a const TVMFuncRegistry, a TVMModule and TVMSystemLibEntryPoint.
-  It always has `tvmgen_<m>_run` as a packed function over DLTensors (with interface c, a packed adapter
-  with its own workspace), and in the packed convention also `tvmgen_<m>___tvm_main__` and every
-  operator, so the host can run the model and time single operators over RPC. It needs the CRT's
-  common library; a deployment without RPC leaves this file out.
+  It always has `tvmgen_<m>_run` as a packed function over DLTensors, and in the packed convention also
+  `tvmgen_<m>___tvm_main__` and every operator, so the host can run the model and time single operators
+  over RPC. It needs the CRT's common library; a deployment without RPC leaves this file out.
+  With interface c it is `rpc_adapter_source`: a packed adapter (with its own workspace) over the C
+  interface, the only DLTensor/TVMValue code of that convention. It is firmware-only
+  (`CompiledModel.rpc_sources`, never in the MLF's codegen/), and a pure function of the options, the
+  interface and the workspace size, so `utvm.mlf.load` regenerates it.
 - `include/tvmgen_<m>.h`: the model header (see header.py).
 
 What the generated C needs at link time besides the CRT: `libm_functions(sources)` lists the <math.h>
@@ -36,8 +39,9 @@ from dataclasses import dataclass
 
 from utvm.compiler.header import ModelInterface
 from utvm.compiler.kernels import C_TYPES, DL_TYPES, FileScope
+from utvm.compiler.kernels import custom as custom_kernel
 from utvm.compiler.lower import Lowered, OperatorFunc
-from utvm.compiler.memory import ALIGNMENT
+from utvm.compiler.memory import ALIGNMENT, PoolUse, locate
 from utvm.support.ctext import c_comment, c_string
 
 
@@ -49,6 +53,7 @@ class Options:
     workspace: str  # "static" | "user"
     rounding: str
     version: str
+    constants_section: str = ""  # --constants-section: the linker section of the constant arrays
 
 
 _KTVM_TENSOR = "kTVMDLTensorHandle"
@@ -195,27 +200,34 @@ def _func_args(lowered: Lowered, f: OperatorFunc) -> list[_Arg]:
     return args
 
 
-def _unpacked_params(lowered: Lowered, f: OperatorFunc) -> str:
-    g = lowered.graph
-    ps = [f"const {C_TYPES[g.tensor(t).dtype]}* in{k}" for k, t in enumerate(f.inputs)]
-    ps += [f"{C_TYPES[g.tensor(t).dtype]}* out{k}" for k, t in enumerate(f.outputs)]
-    if f.code.scratch_bytes:
-        ps.append("uint8_t* scratch")
-    if f.code.persistent_bytes:
-        ps.append("uint8_t* state")
+def raw_params(ins: Sequence[str], outs: Sequence[str], scratch: bool, state: bool) -> str:
+    """The C parameters of an operator function in the unpacked conventions, from its inputs' and outputs'
+    dtypes: `const T* in<k>`, `T* out<k>`, then `uint8_t* scratch` and `uint8_t* state` when it has them."""
+    ps = [f"const {C_TYPES[d]}* in{k}" for k, d in enumerate(ins)]
+    ps += [f"{C_TYPES[d]}* out{k}" for k, d in enumerate(outs)]
+    ps += ["uint8_t* scratch"] * scratch + ["uint8_t* state"] * state
     return ", ".join(ps) or "void"
 
 
-def _unpacked_call_args(lowered: Lowered, f: OperatorFunc, data: str = "data") -> str:
+def raw_call_args(ins: Sequence[str], outs: Sequence[str], scratch: bool, state: bool, data: str = "data") -> str:
+    """The arguments of a call of such a function from an array `data` of pointers, in parameter order."""
+    types = [f"const {C_TYPES[d]}*" for d in ins] + [f"{C_TYPES[d]}*" for d in outs]
+    types += ["uint8_t*"] * (scratch + state)
+    return ", ".join(f"({ty}){data}[{i}]" for i, ty in enumerate(types))
+
+
+def _io_dtypes(lowered: Lowered, f: OperatorFunc) -> tuple[list[str], list[str], bool, bool]:
     g = lowered.graph
-    xs = [f"(const {C_TYPES[g.tensor(t).dtype]}*){data}[{k}]" for k, t in enumerate(f.inputs)]
-    n = len(f.inputs)
-    xs += [f"({C_TYPES[g.tensor(t).dtype]}*){data}[{n + k}]" for k, t in enumerate(f.outputs)]
-    if f.code.scratch_bytes:
-        xs.append(f"(uint8_t*){data}[{n + len(f.outputs)}]")
-    if f.code.persistent_bytes:
-        xs.append(f"(uint8_t*){data}[{n + len(f.outputs) + (1 if f.code.scratch_bytes else 0)}]")
-    return ", ".join(xs)
+    return ([g.tensor(t).dtype for t in f.inputs], [g.tensor(t).dtype for t in f.outputs],
+            bool(f.code.scratch_bytes), bool(f.code.persistent_bytes))
+
+
+def _unpacked_params(lowered: Lowered, f: OperatorFunc) -> str:
+    return raw_params(*_io_dtypes(lowered, f))
+
+
+def _unpacked_call_args(lowered: Lowered, f: OperatorFunc, data: str = "data") -> str:
+    return raw_call_args(*_io_dtypes(lowered, f), data=data)
 
 
 PACKED_PARAMS = ("TVMValue* args, int* type_codes, int num_args, TVMValue* out_ret_value, int* out_ret_tcode, "
@@ -269,8 +281,14 @@ def ops_source(lowered: Lowered, opts: Options) -> str:
     prelude = file.render_prelude()
     if prelude:
         out += [prelude, ""]
-    if file.decls:
+    if file.decls and opts.constants_section:
+        out += [constants_attr(opts), _in_constants_section("\n".join(file.decls)), ""]
+    elif file.decls:
         out += ["\n".join(file.decls), ""]
+    user_ops = custom_kernel.call_source([(f.name, f.node) for f in lowered.funcs if f.node.op == "custom"],
+                                         prefix, packed=not opts.unpacked_api)
+    if user_ops:  # how the user operators' functions are reached in this convention (kernels/custom.py)
+        out += [user_ops, ""]
     if not opts.unpacked_api and lowered.funcs:
         out += [shapes.render(), "", _arg_checker(prefix)]
     out += funcs_c
@@ -283,13 +301,43 @@ def _indent(text: str) -> str:
 
 # --- main, the entry point and the model descriptor ---------------------------------------------------------
 
+def _ws_expr(pools: Sequence[PoolUse], offset: int, ws: str) -> str:
+    """The C address of plan offset `offset`: `(ws + offset)`, with memory pools `(ws<k> + offset in pool k)`."""
+    if not pools:
+        return f"({ws} + {offset})"
+    k, local = locate(pools, offset)
+    return f"({ws}{k} + {local})"
+
+
+def _pool_array(prefix: str, use: PoolUse) -> str:
+    """The static array of a memory pool (the firmware-owned workspace): aligned, in its section if it has one."""
+    attrs = [f"aligned({use.spec.align})"] + ([f"section(\"{use.spec.section}\")"] if use.spec.section else [])
+    name = f"{prefix}_workspace_{use.spec.name}"
+    return "\n".join(["#if defined(__GNUC__) || defined(__clang__)",
+                      f"static uint8_t {name}[{use.used}] __attribute__(({', '.join(attrs)}));", "#else",
+                      f"static uint8_t {name}[{use.used}];", "#endif"])
+
+
+def constants_attr(opts: Options) -> str:
+    """With --constants-section: the definition of TVMGEN_CONSTANTS, the attribute every constant array gets."""
+    return ("#if defined(__GNUC__) || defined(__clang__)\n"
+            f"#define TVMGEN_CONSTANTS __attribute__((section(\"{opts.constants_section}\")))\n"
+            "#else\n#define TVMGEN_CONSTANTS\n#endif\n")
+
+
+def _in_constants_section(decls: str) -> str:
+    """`static const T name[n] = {` -> `static const T name[n] TVMGEN_CONSTANTS = {` for every constant array."""
+    return re.sub(r"^(static const [A-Za-z0-9_ ]+ [A-Za-z0-9_]+\[\d+\]) =", r"\1 TVMGEN_CONSTANTS =", decls,
+                  flags=re.M)
+
+
 def _pointer_expr(lowered: Lowered, tensor: str, iface: ModelInterface, ws: str) -> str:
     kind, where = lowered.plan.locations[tensor]
     if kind == "input":
         return iface.inputs[where].param
     if kind == "output":
         return iface.outputs[where].param
-    return f"({ws} + {where})"
+    return _ws_expr(lowered.plan.pools, where, ws)
 
 
 def main_source(lowered: Lowered, opts: Options, iface: ModelInterface) -> str:
@@ -309,7 +357,9 @@ def main_source(lowered: Lowered, opts: Options, iface: ModelInterface) -> str:
         out += ["#include <tvm/runtime/c_runtime_api.h>", "#include <tvm/runtime/crt/error_codes.h>"]
     out.append("")
     ws_size = plan.workspace_bytes
-    if ws_size and not user_ws:
+    if plan.pools and not user_ws:
+        out += [_pool_array(prefix, u) for u in plan.pools if u.used] + [""]
+    elif ws_size and not user_ws:
         out += [_aligned_attr(), f"static uint8_t {prefix}_workspace[{ws_size}] TVMGEN_ALIGNED;", ""]
 
     # Operator prototypes.
@@ -325,6 +375,9 @@ def main_source(lowered: Lowered, opts: Options, iface: ModelInterface) -> str:
         decls = "\n".join(consts.decls)
         if re.search(r"\b(NAN|INFINITY)\b", decls):  # a constant output holding NaN or an infinity
             out.append("#include <math.h>")
+        if opts.constants_section:
+            out += [constants_attr(opts)]
+            decls = _in_constants_section(decls)
         out += [decls, ""]
 
     shapes = _Shapes(f"{prefix}_main")
@@ -335,9 +388,9 @@ def main_source(lowered: Lowered, opts: Options, iface: ModelInterface) -> str:
     for s, f in enumerate(lowered.funcs):
         ptrs = [_pointer_expr(lowered, t, iface, ws) for t in (*f.inputs, *f.outputs)]
         if f.code.scratch_bytes:
-            ptrs.append(f"({ws} + {plan.scratch[f.name]})")
+            ptrs.append(_ws_expr(plan.pools, plan.scratch[f.name], ws))
         if f.code.persistent_bytes:
-            ptrs.append(f"({ws} + {plan.persistent[f.name]})")
+            ptrs.append(_ws_expr(plan.pools, plan.persistent[f.name], ws))
         steps.append(f"  /* step {s}: {_describe(lowered, f)} */")
         if opts.unpacked_api:
             types = [C_TYPES[g.tensor(t).dtype] for t in (*f.inputs, *f.outputs)] + (
@@ -362,10 +415,15 @@ def main_source(lowered: Lowered, opts: Options, iface: ModelInterface) -> str:
                else _pointer_expr(lowered, cp.src, iface, ws))
         steps.append(f"  memcpy((void*){dst}, (const void*){src}, {cp.nbytes}U);")
     uses_ws = any(f"({ws} + " in st for st in steps)
+    pools_used = [k for k, _u in enumerate(plan.pools) if any(f"({ws}{k} + " in st for st in steps)]
 
     locals_ = []
     if uses_ws:
         locals_.append(f"  uint8_t* const ws = {'workspace' if user_ws else prefix + '_workspace'};")
+    for k in pools_used:
+        name = plan.pools[k].spec.name
+        base = f"workspace_{name}" if user_ws else f"{prefix}_workspace_{name}"
+        locals_.append(f"  uint8_t* const {ws}{k} = {base};")
     main_name = f"{prefix}___tvm_main__"
     if packed_main:
         locals_ = [f"  void* data[{max(len(io_args), 1)}];"] + [
@@ -383,13 +441,17 @@ def main_source(lowered: Lowered, opts: Options, iface: ModelInterface) -> str:
                 "resource_handle);", "}", ""]
     else:
         params = [f"{C_TYPES[x.dtype]}* {x.param}" for x in io]
-        if user_ws:
+        if user_ws and plan.pools:
+            params += [f"uint8_t* workspace_{u.spec.name}" for u in plan.pools]
+        elif user_ws:
             params.append("uint8_t* workspace")
         if lowered.funcs:
             locals_.append("  int32_t err;")
         body = [*locals_, *(f"  (void){x.param};" for x in io)]
-        if user_ws and not uses_ws:
+        if user_ws and not plan.pools and not uses_ws:
             body.append("  (void)workspace;")
+        if user_ws:
+            body += [f"  (void)workspace_{u.spec.name};" for k, u in enumerate(plan.pools) if k not in pools_used]
         func = [f"int32_t {main_name}({', '.join(params) or 'void'}) {{", *body, *steps, "  return 0;", "}", ""]
 
     if runtime_api:
@@ -402,25 +464,34 @@ def main_source(lowered: Lowered, opts: Options, iface: ModelInterface) -> str:
         out += [shape_decls, ""]
     out += func
     if plan.persistent:
-        out.append(_reset_state_source(lowered, prefix, user_ws))
+        out.append(_reset_state_source(lowered, prefix, user_ws, bool(plan.pools)))
     out.append(entry)
     return "\n".join(out).rstrip() + "\n"
 
 
-def reset_state_signature(prefix: str, user_ws: bool) -> str:
-    """The C signature of the generated state reset of a model with stateful operators."""
+def reset_state_signature(prefix: str, user_ws: bool, pooled: bool = False) -> str:
+    """The C signature of the generated state reset of a model with stateful operators (with memory pools
+    and a user workspace it takes the pools' pointers, as TVMContext.workspace does)."""
+    if user_ws and pooled:
+        return f"void {prefix}_reset_state(void* const* workspaces)"
     return f"void {prefix}_reset_state({'void* workspace' if user_ws else 'void'})"
 
 
-def _reset_state_source(lowered: Lowered, prefix: str, user_ws: bool) -> str:
+def _reset_state_source(lowered: Lowered, prefix: str, user_ws: bool, pooled: bool = False) -> str:
     """`tvmgen_<m>_reset_state`: zero every persistent block (the state of stateful operators), i.e. start a
     new stream as after boot. A user workspace is passed in (it must also be zeroed before the first run)."""
     base = "(uint8_t*)workspace" if user_ws else f"{prefix}_workspace"
     sizes = {f.name: f.code.persistent_bytes for f in lowered.funcs if f.code.persistent_bytes}
-    sig = reset_state_signature(prefix, user_ws)
+    sig = reset_state_signature(prefix, user_ws, pooled)
+    pools = lowered.plan.pools
     lines = ["/* Zero the state of the stateful operators (their persistent workspace blocks): a new stream, as",
              " * after boot. */", f"{sig};", f"{sig} {{"]
     for name, off in sorted(lowered.plan.persistent.items(), key=lambda kv: kv[1]):
+        if pools:
+            k, local = locate(pools, off)
+            where = (f"(uint8_t*)workspaces[{k}]" if user_ws else f"{prefix}_workspace_{pools[k].spec.name}")
+            lines.append(f"  memset((void*)({where} + {local}), 0, {sizes[name]}U);  /* {name} */")
+            continue
         lines.append(f"  memset((void*)({base} + {off}), 0, {sizes[name]}U);  /* {name} */")
     lines += ["}", ""]
     return "\n".join(lines)
@@ -438,9 +509,12 @@ def _entry_source(lowered: Lowered, opts: Options, iface: ModelInterface, main_n
 
     # Interface c: tvmgen_<m>_run over the structs, the TVMModel entry point and the descriptor.
     user_ws = opts.workspace == "user"
-    ws_needed = user_ws and lowered.plan.workspace_bytes > 0
+    pools = lowered.plan.pools
+    ws_needed = user_ws and lowered.plan.workspace_bytes > 0 and not pools
     args = [*(f"inputs->{x.field}" for x in iface.inputs), *(f"outputs->{x.field}" for x in iface.outputs)]
-    if user_ws:
+    if user_ws and pools:
+        args += [f"workspace_{u.spec.name}" for u in pools]
+    elif user_ws:
         args.append("workspace" if ws_needed else "NULL")
     run_params = f"struct {prefix}_inputs* inputs, struct {prefix}_outputs* outputs"
     body = []
@@ -456,11 +530,24 @@ def _entry_source(lowered: Lowered, opts: Options, iface: ModelInterface, main_n
                 "  workspace = (uint8_t*)context->workspace[0];",
                 f"  if (((size_t)workspace % {ALIGNMENT}U) != 0U) {{",
                 "    return (int32_t)TVM_MICRO_ERROR_BAD_CONTEXT;", "  }"]
+    elif user_ws and pools:
+        # One workspace per pool from the application, in pool order: refuse a missing or misaligned one.
+        decls = [f"  uint8_t* workspace_{u.spec.name} = NULL;" for u in pools]
+        checks = ["  if (context == NULL || context->workspace == NULL) {",
+                  "    return (int32_t)TVM_MICRO_ERROR_BAD_CONTEXT;", "  }"]
+        for k, u in enumerate(pools):
+            if not u.used:
+                continue
+            v = f"workspace_{u.spec.name}"
+            checks += [f"  {v} = (uint8_t*)context->workspace[{k}];",
+                       f"  if ({v} == NULL || ((size_t){v} % {u.spec.align}U) != 0U) {{",
+                       "    return (int32_t)TVM_MICRO_ERROR_BAD_CONTEXT;", "  }"]
+        body = [*decls, *body, *checks]
     elif user_ws:
         body.append("  (void)context;  /* nothing to place: the model needs no workspace */")
-    run_sig = f"int32_t {prefix}_run({run_params}{', TVMContext* context' if user_ws else ''})"
+    run_sig = f"int32_t {prefix}_run({run_params}{', const TVMContext* context' if user_ws else ''})"
     casts = f"(struct {prefix}_inputs*)inputs, (struct {prefix}_outputs*)outputs"
-    entry = [f"static int32_t {prefix}_entrypoint(void* inputs, void* outputs, TVMContext* context) {{"]
+    entry = [f"static int32_t {prefix}_entrypoint(void* inputs, void* outputs, const TVMContext* context) {{"]
     if user_ws:
         entry.append(f"  return {prefix}_run({casts}, context);")
     else:
@@ -469,17 +556,25 @@ def _entry_source(lowered: Lowered, opts: Options, iface: ModelInterface, main_n
     return "\n".join([
         f"{run_sig} {{", *body, f"  return {main_name}({', '.join(args)});", "}", "",
         *entry, "",
-        f"static const size_t {prefix}_workspace_sizes[1] = {{{prefix.upper()}_WORKSPACE_SIZE}};", "",
+        _workspace_sizes(prefix, pools), "",
         f"const TVMModel {prefix}_model = {{",
         "  TVM_MICRO_MODEL_VERSION,",
         f"  \"{opts.model_name}\",",
         f"  {len(iface.inputs)}U,  /* inputs */",
         f"  {len(iface.outputs)}U,  /* outputs */",
-        "  1U,  /* workspace pools */",
+        f"  {max(len(pools), 1)}U,  /* workspace pools */",
         f"  {prefix}_workspace_sizes,",
         f"  {1 if user_ws else 0}U,  /* workspace from the TVMContext */",
         f"  {prefix}_entrypoint",
         "};", ""])
+
+
+def _workspace_sizes(prefix: str, pools: Sequence[PoolUse]) -> str:
+    """The TVMModel's workspace sizes: the one pool's, or each memory pool's in pool order (header macros)."""
+    if not pools:
+        return f"static const size_t {prefix}_workspace_sizes[1] = {{{prefix.upper()}_WORKSPACE_SIZE}};"
+    sizes = ", ".join(f"{prefix.upper()}_{u.spec.name.upper()}_WORKSPACE_SIZE" for u in pools)
+    return f"static const size_t {prefix}_workspace_sizes[{len(pools)}] = {{{sizes}}};"
 
 
 def _struct(which: str, prefix: str) -> str:
@@ -534,6 +629,26 @@ def system_lib_entries(lowered: Lowered, opts: Options) -> list[tuple[str, str]]
 
 
 def system_lib_source(lowered: Lowered, opts: Options, iface: ModelInterface) -> str:
+    """The system library of the packed interface (with interface c: `rpc_adapter_source`)."""
+    if opts.interface_api == "c":
+        return rpc_adapter_source(opts, iface, lowered.plan.workspace_bytes,
+                                  tuple((u.used, u.spec.align) for u in lowered.plan.pools))
+    return _system_lib(opts, iface, system_lib_entries(lowered, opts), 0)
+
+
+def rpc_adapter_source(opts: Options, iface: ModelInterface, workspace_bytes: int,
+                       pool_bytes: Sequence[tuple[int, int]] = ()) -> str:
+    """Interface c only: the RPC firmware's system library, a packed `tvmgen_<m>_run` over DLTensors that
+    calls the C interface (with a workspace of its own for `--workspace user`). Firmware-only: it is
+    `CompiledModel.rpc_sources`, never part of the MLF's codegen/ (which holds no DLTensor/TVMValue code
+    with interface c); it depends on nothing but its arguments, so a loaded MLF regenerates it. With memory
+    pools (`pool_bytes`: each pool's (size, alignment), in pool order) it has one workspace per pool."""
+    prefix = f"tvmgen_{opts.model_name}"
+    return _system_lib(opts, iface, [(f"{prefix}_run", f"{prefix}_run_packed")], workspace_bytes, pool_bytes)
+
+
+def _system_lib(opts: Options, iface: ModelInterface, entries: list[tuple[str, str]], ws_size: int,
+                pool_bytes: Sequence[tuple[int, int]] = ()) -> str:
     prefix = f"tvmgen_{opts.model_name}"
     fname = f"{prefix}_system_lib.c"
     out = [_banner(fname, "system library (function registry for runtime.SystemLib)", opts),
@@ -542,28 +657,37 @@ def system_lib_source(lowered: Lowered, opts: Options, iface: ModelInterface) ->
     if opts.interface_api == "c":
         out.append(f"#include \"{prefix}.h\"")
     out.append("")
-    entries = system_lib_entries(lowered, opts)
     if opts.interface_api == "c":
         # A packed adapter over the C interface so the model can be run over RPC.
         user_ws = opts.workspace == "user"
-        ws_size = lowered.plan.workspace_bytes
         run_call_target = f"{prefix}_run_unpacked"
         out.append(_arg_checker(prefix))
-        if user_ws:
+        if user_ws and pool_bytes:
+            arrays = [f"{prefix}_rpc_workspace{k}" for k in range(len(pool_bytes))]
+            out += ["#if defined(__GNUC__) || defined(__clang__)",
+                    *(f"static uint8_t {a}[{max(n, ALIGNMENT)}] __attribute__((aligned({al})));"
+                      for a, (n, al) in zip(arrays, pool_bytes, strict=True)), "#else",
+                    *(f"static uint8_t {a}[{max(n, ALIGNMENT)}];" for a, (n, _al) in zip(arrays, pool_bytes,
+                                                                                         strict=True)), "#endif"]
+            out += [f"static void* const {prefix}_rpc_workspaces[{len(arrays)}] = {{{', '.join(arrays)}}};",
+                    f"static const TVMContext {prefix}_rpc_context = {{{prefix}_rpc_workspaces}};"]
+        elif user_ws:
             if ws_size:
                 out += [_aligned_attr(),
                         f"static uint8_t {prefix}_rpc_workspace[{ws_size}] TVMGEN_ALIGNED;",
-                        f"static void* {prefix}_rpc_workspaces[1] = {{{prefix}_rpc_workspace}};"]
+                        f"static void* const {prefix}_rpc_workspaces[1] = {{{prefix}_rpc_workspace}};",
+                        f"static const TVMContext {prefix}_rpc_context = {{{prefix}_rpc_workspaces}};"]
             else:
                 out += [f"static uint8_t {prefix}_rpc_workspace[{ALIGNMENT}];",
-                        f"static void* {prefix}_rpc_workspaces[1] = {{{prefix}_rpc_workspace}};"]
+                        f"static void* const {prefix}_rpc_workspaces[1] = {{{prefix}_rpc_workspace}};",
+                        f"static const TVMContext {prefix}_rpc_context = {{{prefix}_rpc_workspaces}};"]
         io = (*iface.inputs, *iface.outputs)
         params = ", ".join(f"{C_TYPES[x.dtype]}* {x.param}" for x in io) or "void"
         fill_in = "".join(f"  inputs.{x.field} = {x.param};\n" for x in iface.inputs)
         fill_out = "".join(f"  outputs.{x.field} = {x.param};\n" for x in iface.outputs)
         if user_ws:
-            ctx = (f"  TVMContext context;\n  context.workspace = {prefix}_rpc_workspaces;\n")
-            call = f"{prefix}_run(&inputs, &outputs, &context)"
+            ctx = ""
+            call = f"{prefix}_run(&inputs, &outputs, &{prefix}_rpc_context)"
         else:
             ctx, call = "", f"{prefix}_run(&inputs, &outputs)"
         out.append(
@@ -583,6 +707,34 @@ def system_lib_source(lowered: Lowered, opts: Options, iface: ModelInterface) ->
     out.append(f"static const TVMModule {prefix}_module = {{&{prefix}_registry}};\n")
     out.append("/* Overrides the CRT's weak default: runtime.SystemLib returns this module. */\n"
                f"const TVMModule* TVMSystemLibEntryPoint(void) {{\n  return &{prefix}_module;\n}}\n")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def model_system_lib_name(model_name: str) -> str:
+    """The own entry point of model `model_name`'s system library in firmware that links several models
+    (its TVMSystemLibEntryPoint, renamed there: utvm.evaluate.build_firmware)."""
+    return f"tvmgen_{model_name}_system_lib"
+
+
+def system_lib_table_source(model_names: Sequence[str], renamed: bool) -> str:
+    """`utvm_system_libs.c` of evaluation firmware: TVMSystemLibTable, the models it links by name, which
+    runtime.SystemLib(name) searches (TVMSystemLibLookup). With `renamed` (several models), every model's
+    entry point is model_system_lib_name and this file defines TVMSystemLibEntryPoint, the default model: the
+    first. Else the one model keeps its TVMSystemLibEntryPoint and the table points at it."""
+    entries = [model_system_lib_name(n) if renamed else "TVMSystemLibEntryPoint" for n in model_names]
+    out = ["/*\n * utvm_system_libs.c -- the models of this firmware, by name (runtime.SystemLib(name)).\n"
+           " * Generated by utvm.evaluate.build_firmware.\n */",
+           "#include <stddef.h>", "#include <tvm/runtime/crt/module.h>", ""]
+    if renamed:
+        out += [f"const TVMModule* {e}(void);" for e in entries] + [""]
+    rows = ",\n".join(f'  {{"{n}", &{e}}}' for n, e in zip(model_names, entries, strict=True))
+    out += [f"static const TVMSystemLibTableEntry utvm_system_libs[{len(entries)}] = {{\n{rows}\n}};\n",
+            "const TVMSystemLibTableEntry* TVMSystemLibTable(size_t* num_entries) {\n"
+            f"  if (num_entries != NULL) {{\n    *num_entries = {len(entries)}U;\n  }}\n"
+            "  return utvm_system_libs;\n}\n"]
+    if renamed:
+        out.append("/* runtime.SystemLib without a name: the first model. */\n"
+                   f"const TVMModule* TVMSystemLibEntryPoint(void) {{\n  return {entries[0]}();\n}}\n")
     return "\n".join(out).rstrip() + "\n"
 
 

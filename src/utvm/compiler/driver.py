@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import utvm
-from utvm import limits
+from utvm import custom_ops, limits
 from utvm.compiler import codegen, memory
-from utvm.compiler.header import ModelInterface, header_source, model_interface
+from utvm.compiler.header import ModelInterface, header_source, model_hash, model_interface, version_parts
 from utvm.compiler.lower import Lowered, MemoryPlan, lower
 from utvm.compiler.schedule import Schedule
 from utvm.errors import CompileError
@@ -47,6 +47,9 @@ class CompileOptions:
     memory_planner: str = memory.DEFAULT_ALGORITHM
     rounding: str = "single"
     target: str = "host"
+    # --memory-pool NAME:SIZE[:ATTRS], in order of preference (none: one workspace pool, the plain plan)
+    memory_pools: tuple[memory.PoolSpec, ...] = ()
+    constants_section: str = ""  # --constants-section: the linker section of the weights/constant arrays
 
     def validate(self) -> None:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.model_name):
@@ -71,6 +74,10 @@ class CompileOptions:
             raise CompileError(f"rounding {self.rounding!r}: choose one of {', '.join(ROUNDINGS)}")
         if self.target not in TARGETS:
             raise CompileError(f"target {self.target!r}: choose one of {', '.join(TARGETS)}")
+        memory.check_pools(self.memory_pools)
+        if self.constants_section and not re.fullmatch(r"[A-Za-z0-9_.$]{1,64}", self.constants_section):
+            raise CompileError(f"constants section {self.constants_section[:40]!r} is not a section name "
+                               "([A-Za-z0-9_.$]+, at most 64 characters)")
 
     @property
     def convention(self) -> str:
@@ -142,6 +149,9 @@ class CompiledModel:
     # The model file it was compiled from (kept in the MLF so `utvm run --check` can use the real oracle).
     source_model_name: str = ""
     source_model_bytes: bytes | None = None
+    # Firmware-only C (name -> text), never exported to the MLF's codegen/: with --interface-api c, the
+    # packed adapter that lets the RPC firmware run the model (`rpc_sources`; mlf.load regenerates it).
+    rpc_sources: dict[str, str] = field(default_factory=dict)
 
     @property
     def model_name(self) -> str:
@@ -180,13 +190,19 @@ class CompiledModel:
         """True when a firmware linking the generated code must link a libm (`-lm`)."""
         return bool(self.libm_functions)
 
-    def write_sources(self, directory: Path) -> tuple[list[Path], Path]:
-        """Write src/*.c and include/*.h under `directory`; returns (C files, include dir)."""
+    @property
+    def firmware_sources(self) -> dict[str, str]:
+        """Every generated C file an RPC (evaluation) firmware links: `sources` plus `rpc_sources`."""
+        return {**self.sources, **self.rpc_sources}
+
+    def write_sources(self, directory: Path, rpc: bool = True) -> tuple[list[Path], Path]:
+        """Write src/*.c and include/*.h under `directory` (with `rpc`, also the firmware-only
+        `rpc_sources`); returns (C files, include dir)."""
         src, inc = Path(directory) / "src", Path(directory) / "include"
         src.mkdir(parents=True, exist_ok=True)
         inc.mkdir(parents=True, exist_ok=True)
         files = []
-        for name, text in self.sources.items():
+        for name, text in (self.firmware_sources if rpc else self.sources).items():
             (src / name).write_text(text)
             files.append(src / name)
         for name, text in self.includes.items():
@@ -205,7 +221,11 @@ class CompiledModel:
             f"workspace {self.options.workspace}, rounding {self.options.rounding}, target {self.options.target})",
             f"workspace: {p.workspace_bytes} bytes, lower bound {p.lower_bound_bytes} bytes "
             f"({p.algorithm}{', optimal' if p.optimal else ''}; without reuse {p.no_reuse_bytes} bytes)",
-            f"constants: {self.constant_bytes} bytes",
+            *([("memory pools: " + ", ".join(
+                f"{u.spec.name} {u.used}/{u.spec.size} bytes ({len(u.ids)} buffers"
+                + (f", section {u.spec.section})" if u.spec.section else ")") for u in p.pools))] if p.pools else []),
+            f"constants: {self.constant_bytes} bytes" + (f" (section {self.options.constants_section})"
+                                                         if self.options.constants_section else ""),
             f"io: {sum(x.size for x in self.interface.inputs)} bytes in, "
             f"{sum(x.size for x in self.interface.outputs)} bytes out",
         ]
@@ -262,6 +282,8 @@ def compile(  # noqa: A001 - the public name the brief and DESIGN use
     target: str | Target = "host",
     schedules: Mapping[str, Schedule] | None = None,
     task_counts: Mapping[str, int] | None = None,
+    memory_pools: tuple[memory.PoolSpec, ...] = (),
+    constants_section: str = "",
 ) -> CompiledModel:
     """Compile `graph` to C for the AOT executor (DESIGN.md §6-8) on `target` (utvm.target; the portable
     `host` by default). `schedules` maps tuning task keys to schedules (utvm.tune.log.best_schedules of a
@@ -270,7 +292,7 @@ def compile(  # noqa: A001 - the public name the brief and DESIGN use
     the model holds n of)."""
     target = get_target(target)
     opts = CompileOptions(model_name, executor, unpacked_api, interface_api, workspace, memory_planner, rounding,
-                          target.name)
+                          target.name, tuple(memory_pools), constants_section)
     opts.validate()
     source = graph
     if passes:
@@ -280,7 +302,8 @@ def compile(  # noqa: A001 - the public name the brief and DESIGN use
         limits.check_graph(graph, error=CompileError)  # what the validate pass checks, for this path too
     if progress:
         progress("lowering")
-    lowered = lower(graph, model_name, rounding, memory_planner, progress, target, schedules, task_counts)
+    lowered = lower(graph, model_name, rounding, memory_planner, progress, target, schedules, task_counts,
+                    opts.memory_pools)
     if lowered.plan.workspace_bytes > limits.MAX_TENSOR_BYTES:
         raise CompileError(f"the workspace pool needs {lowered.plan.workspace_bytes:,} bytes, over the "
                            f"{limits.MAX_TENSOR_BYTES:,} the generated C can address (utvm.limits)")
@@ -294,13 +317,17 @@ def _emit(source: Graph, lowered: Lowered, opts: CompileOptions, log: list[tuple
     graph = lowered.graph
     iface = model_interface(graph, opts.model_name)
     cg_opts = codegen.Options(opts.model_name, opts.unpacked_api, opts.interface_api, opts.workspace, opts.rounding,
-                              utvm.__version__)
+                              utvm.__version__, opts.constants_section)
     prefix = f"tvmgen_{opts.model_name}"
     sources = {
         f"{prefix}_ops.c": codegen.ops_source(lowered, cg_opts),
         f"{prefix}_main.c": codegen.main_source(lowered, cg_opts, iface),
-        f"{prefix}_system_lib.c": codegen.system_lib_source(lowered, cg_opts, iface),
     }
+    # The C files of user operators (--custom-op) travel with the generated code: MLF, firmware, deploy.
+    sources.update(custom_ops.user_sources(graph))
+    rpc = rpc_sources(opts, iface, lowered.plan.workspace_bytes, lowered.plan.pools)
+    if not rpc:  # the packed interface's system library is the model's own packed code
+        sources[system_lib_name(opts.model_name)] = codegen.system_lib_source(lowered, cg_opts, iface)
     operators = tuple(
         OperatorInfo(
             f.name, f.node.op, f.node.label(f.node_index),
@@ -315,21 +342,44 @@ def _emit(source: Graph, lowered: Lowered, opts: CompileOptions, log: list[tuple
     constant_bytes = lowered.ops_file.constant_bytes + sum(
         graph.tensor(n).nbytes for n in lowered.output_consts.values())
     sys_funcs = tuple(r for r, _c in codegen.system_lib_entries(lowered, cg_opts))
-    metadata = build_metadata(opts, iface, lowered.plan, operators, constant_bytes, sources, sys_funcs, log)
+    metadata = build_metadata(opts, iface, lowered.plan, operators, constant_bytes, sources, sys_funcs, log,
+                              graph, rpc)
+    user_ops = custom_ops.describe(graph, packed=not opts.unpacked_api)
+    if user_ops:  # what the C files under codegen/host/src/utvm_user_*.c provide (docs/custom_ops.md)
+        metadata["modules"][opts.model_name]["utvm"]["custom_ops"] = user_ops
     includes = {f"{prefix}.h": header_source(iface, metadata, opts.interface_api, opts.unpacked_api, opts.workspace,
                                              utvm.__version__)}
     return CompiledModel(opts, graph, source, sources, includes, metadata, lowered.plan, operators, iface, sys_funcs,
-                         log, constant_bytes)
+                         log, constant_bytes, rpc_sources=rpc)
+
+
+def system_lib_name(model_name: str) -> str:
+    return f"tvmgen_{model_name}_system_lib.c"
+
+
+def rpc_sources(opts: CompileOptions, iface: ModelInterface, workspace_bytes: int,
+                pools: tuple[memory.PoolUse, ...] = ()) -> dict[str, str]:
+    """The firmware-only sources of `opts`' convention (CompiledModel.rpc_sources): with interface c, the
+    system library holding the packed RPC adapter (codegen.rpc_adapter_source); nothing otherwise."""
+    if opts.interface_api != "c":
+        return {}
+    cg_opts = codegen.Options(opts.model_name, opts.unpacked_api, opts.interface_api, opts.workspace, opts.rounding,
+                              utvm.__version__, opts.constants_section)
+    pool_bytes = tuple((u.used, u.spec.align) for u in pools)
+    return {system_lib_name(opts.model_name): codegen.rpc_adapter_source(cg_opts, iface, workspace_bytes, pool_bytes)}
 
 
 def build_metadata(opts: CompileOptions, iface: ModelInterface, plan: MemoryPlan, operators: tuple[OperatorInfo, ...],
                    constant_bytes: int, sources: dict[str, str], sys_funcs: tuple[str, ...],
-                   log: list[tuple[str, int]]) -> dict[str, Any]:
-    """metadata.json in MLF version 7 layout (DESIGN.md §8), with utvm's additions under `utvm`."""
+                   log: list[tuple[str, int]], graph: Graph | None = None,
+                   rpc: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """metadata.json in MLF version 7 layout (DESIGN.md §8), with utvm's additions under `utvm`: among
+    them the model hash of `graph` (the compiled graph, header.model_hash) and the names of the firmware-only
+    `rpc` sources (CompiledModel.rpc_sources, not in codegen/)."""
     io_bytes = sum(x.size for x in (*iface.inputs, *iface.outputs))
 
     def io(xs: tuple) -> dict[str, Any]:
-        return {x.name: {"size": x.size, "dtype": x.dtype, "shape": list(x.shape)} for x in xs}
+        return {x.name: x.to_json() for x in xs}
 
     m = opts.model_name
     libm = codegen.libm_functions(sources)
@@ -364,10 +414,14 @@ def build_metadata(opts: CompileOptions, iface: ModelInterface, plan: MemoryPlan
                         "operator_functions": [op.to_json() for op in operators],
                     },
                     "plan": plan.to_json(),
+                    # --memory-pool: one entry per pool, in order of preference (TVMContext.workspace order)
+                    **({"pools": [memory.pool_to_json(u) for u in plan.pools]} if plan.pools else {}),
                 },
                 "external_dependencies": deps,
                 "utvm": {
                     "generator": f"utvm {utvm.__version__}",
+                    "utvm_version": {"string": utvm.__version__, **version_parts(utvm.__version__)},
+                    **({"model_hash": model_hash(graph)} if graph is not None else {}),
                     "options": {
                         "executor": opts.executor,
                         "unpacked_api": opts.unpacked_api,
@@ -376,11 +430,15 @@ def build_metadata(opts: CompileOptions, iface: ModelInterface, plan: MemoryPlan
                         "memory_planner": opts.memory_planner,
                         "rounding": opts.rounding,
                         "target": opts.target,
+                        **({"memory_pools": [p.to_option() for p in opts.memory_pools]} if opts.memory_pools
+                           else {}),
+                        **({"constants_section": opts.constants_section} if opts.constants_section else {}),
                     },
                     "convention": opts.convention,
                     "inputs": [x.name for x in iface.inputs],
                     "outputs": [x.name for x in iface.outputs],
                     "sources": sorted(sources),
+                    "rpc_sources": sorted(rpc or {}),
                     "libm_functions": list(libm),
                     "header": f"tvmgen_{m}.h",
                     "run_function": f"tvmgen_{m}_run",

@@ -133,10 +133,15 @@ class LocalModel:
         return make(iface.inputs, ins), make(iface.outputs, outs)
 
     def _context(self) -> tuple[ctypes.Structure, object]:
-        ws = aligned_empty(max(self.compiled.plan.workspace_bytes, 1))
-        ptrs = (ctypes.c_void_p * 1)(ws.ctypes.data)
+        """A TVMContext with fresh (zeroed) workspaces: one, or one per memory pool in pool order."""
+        pools = self.compiled.plan.pools
+        if pools:
+            wss = [aligned_empty(max(u.used, 1), u.spec.align) for u in pools]
+        else:
+            wss = [aligned_empty(max(self.compiled.plan.workspace_bytes, 1))]
+        ptrs = (ctypes.c_void_p * len(wss))(*(ws.ctypes.data for ws in wss))
         ctx_cls = type("TVMContext", (ctypes.Structure,), {"_fields_": [("workspace", ctypes.c_void_p)]})
-        return ctx_cls(ctypes.cast(ptrs, ctypes.c_void_p)), (ws, ptrs)
+        return ctx_cls(ctypes.cast(ptrs, ctypes.c_void_p)), (wss, ptrs)
 
     def call_packed(self, name: str, arrays: Sequence[np.ndarray], type_codes: Sequence[int] | None = None) -> int:
         """Call a packed function of the library by symbol with DLTensors; returns its return code."""

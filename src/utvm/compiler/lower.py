@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import warnings
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -97,6 +97,9 @@ class MemoryPlan:
     aliases: int  # reshapes turned into aliases
     inplace: int  # operators writing over an input
     persistent: dict[str, int] = field(default_factory=dict)  # operator function -> state block offset
+    # --memory-pool: the pools in order of preference; offsets above are then in the pools' concatenation
+    # (memory.locate gives pool and offset in it) and workspace_bytes is the sum of the pools' sizes.
+    pools: tuple[memory.PoolUse, ...] = ()
 
     def to_json(self) -> dict:
         return {
@@ -113,6 +116,7 @@ class MemoryPlan:
             "locations": {t: [k, w] for t, (k, w) in self.locations.items()},
             "scratch": dict(self.scratch),
             "persistent": dict(self.persistent),
+            **({"pools": [memory.pool_to_json(u) for u in self.pools]} if self.pools else {}),
         }
 
     @staticmethod
@@ -126,7 +130,8 @@ class MemoryPlan:
             locations={t: (str(k), int(w)) for t, (k, w) in d["locations"].items()},
             scratch={k: int(v) for k, v in d["scratch"].items()},
             aliases=int(d["aliases"]), inplace=int(d["inplace"]),
-            persistent={k: int(v) for k, v in d.get("persistent", {}).items()})
+            persistent={k: int(v) for k, v in d.get("persistent", {}).items()},
+            pools=tuple(memory.pool_from_json(u) for u in d.get("pools", ())))
 
 
 @dataclass
@@ -249,9 +254,11 @@ def choose_schedule(ctx: KernelContext, schedules: Mapping[str, Schedule] | None
 
 def lower(graph: Graph, model_name: str, rounding: str = "single", algorithm: str = memory.DEFAULT_ALGORITHM,
           progress: Callable[[str], None] | None = None, target: Target | str = "host",
-          schedules: Mapping[str, Schedule] | None = None, task_counts: Mapping[str, int] | None = None) -> Lowered:
+          schedules: Mapping[str, Schedule] | None = None, task_counts: Mapping[str, int] | None = None,
+          pools: Sequence[memory.PoolSpec] = ()) -> Lowered:
     """`target`: the CPU the code is for; `schedules`: task key -> schedule (e.g. the best of a tuning log)
-    for kernels with choices; the rest take their default point."""
+    for kernels with choices; the rest take their default point; `pools`: memory pools in order of
+    preference (memory.place_pools; none: one workspace pool)."""
     prefix = f"tvmgen_{model_name}"
     target = get_target(target)
     graph = fold_constant_aliases(graph)
@@ -305,11 +312,12 @@ def lower(graph: Graph, model_name: str, rounding: str = "single", algorithm: st
         funcs.append(OperatorFunc(name, i, node, tuple(x for _j, x in rt_inputs), tuple(node.outputs), code,
                                   task, dict(ctx.schedule), source))
 
-    plan = _plan(graph, funcs, cls, algorithm, len(aliased))
+    plan = _plan(graph, funcs, cls, algorithm, len(aliased), pools)
     return Lowered(graph, model_name, funcs, copies, plan, ops_file, output_consts)
 
 
-def _plan(graph: Graph, funcs: list[OperatorFunc], cls: _Classes, algorithm: str, n_alias: int) -> MemoryPlan:
+def _plan(graph: Graph, funcs: list[OperatorFunc], cls: _Classes, algorithm: str, n_alias: int,
+          pools: Sequence[memory.PoolSpec] = ()) -> MemoryPlan:
     nbytes = {name: t.nbytes for name, t in graph.tensors.items()}
 
     def liveness() -> tuple[dict[str, int], dict[str, int]]:
@@ -379,7 +387,11 @@ def _plan(graph: Graph, funcs: list[OperatorFunc], cls: _Classes, algorithm: str
             k = len(items)
             items.append(memory.persistent(k, f.code.persistent_bytes, len(funcs)))
             persistent_ids[k] = f.name
-    placement = memory.place(items, algorithm)
+    pool_uses: tuple[memory.PoolUse, ...] = ()
+    if pools:
+        placement, pool_uses = memory.place_pools(items, pools, algorithm)
+    else:
+        placement = memory.place(items, algorithm)
 
     locations: dict[str, tuple[str, int]] = {}
     buffers = []
@@ -411,4 +423,5 @@ def _plan(graph: Graph, funcs: list[OperatorFunc], cls: _Classes, algorithm: str
         aliases=n_alias,
         inplace=n_inplace,
         persistent={name: placement.offsets[k] for k, name in persistent_ids.items()},
+        pools=pool_uses,
     )

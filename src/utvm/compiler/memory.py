@@ -27,10 +27,18 @@ The two-sided plan: when no three buffers are live at once (the conflict graph o
 bipartite, e.g. a chain), every buffer of one side sits at offset 0 and every buffer of the other side
 ends at the top of a pool as large as the largest conflicting pair. That is the lower bound, found in
 linear time however long the chain, where a search could run out of budget.
+
+Memory pools (`--memory-pool NAME:SIZE[:ATTRS]`, `PoolSpec`, `parse_pool`): `place_pools` places the buffers
+over named pools of bounded size in order of preference, USMP-style: the first pool gets what the chosen
+algorithm's plan of all remaining buffers puts below its size, then first fit adds what else fits; the
+rest spills to the next pool; the last pool takes all that is left or the plan fails with one line naming
+the peak (lower bound), each pool's size and need, and the overflow. No buffer crosses a pool; persistent
+blocks are placed like the others. The offsets are in the pools' concatenation (`PoolUse.base`, `locate`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -248,3 +256,174 @@ def check(items: Sequence[Interval], offsets: dict[int, int]) -> None:
                 if oa < ob + b.size and ob < oa + a.size:
                     raise CompileError(f"memory plan: buffers {a.id} and {b.id} are live together at steps "
                                        f"{max(a.start, b.start)}..{min(a.end, b.end)} but overlap in memory")
+
+
+# --- memory pools (--memory-pool NAME:SIZE[:ATTRS]) -------------------------------------------------------
+
+#: SIZE suffixes of `--memory-pool` (case-insensitive): binary multiples.
+SIZE_SUFFIXES = {"": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024 * 1024, "mb": 1024 * 1024,
+                 "mib": 1024 * 1024}
+_POOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SECTION_NAME = re.compile(r"[A-Za-z0-9_.$]+")
+MAX_POOL_BYTES = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSpec:
+    """A memory pool the plan may use: `size` bytes (its capacity), `section` (the linker section its static
+    array goes in, "" for the default .bss), `align` (its base alignment, at least ALIGNMENT)."""
+
+    name: str
+    size: int
+    section: str = ""
+    align: int = ALIGNMENT
+
+    def attrs(self) -> dict[str, object]:
+        out: dict[str, object] = {"access": "rw"}
+        if self.section:
+            out["section"] = self.section
+        if self.align != ALIGNMENT:
+            out["align"] = self.align
+        return out
+
+    def to_option(self) -> str:
+        """The `--memory-pool` value that gives this pool."""
+        extra = [f"section={self.section}"] if self.section else []
+        extra += [f"align={self.align}"] if self.align != ALIGNMENT else []
+        return f"{self.name}:{self.size}" + (f":rw,{','.join(extra)}" if extra else "")
+
+
+def parse_size(text: str) -> int:
+    """Bytes, or a number with a suffix K/KB/KiB (1024) or M/MB/MiB (1048576); ValueError naming the text."""
+    m = re.fullmatch(r"\s*([0-9]+)\s*([A-Za-z]*)\s*", text)
+    if not m or m.group(2).lower() not in SIZE_SUFFIXES:
+        raise ValueError(f"size {text!r} is not a number of bytes (suffixes: K, KB, KiB, M, MB, MiB)")
+    return int(m.group(1)) * SIZE_SUFFIXES[m.group(2).lower()]
+
+
+def parse_pool(text: str) -> PoolSpec:
+    """`NAME:SIZE[:ATTRS]` (ATTRS comma-separated: `rw`, `section=NAME`, `align=N`); ValueError naming the part."""
+    parts = text.split(":")
+    if len(parts) not in (2, 3):
+        raise ValueError(f"{text[:60]!r} is not NAME:SIZE[:ATTRS]")
+    name, size_text = parts[0], parts[1]
+    if not _POOL_NAME.fullmatch(name) or len(name) > 32:
+        raise ValueError(f"pool name {name[:40]!r} is not a C identifier of at most 32 characters")
+    size = parse_size(size_text)
+    if size <= 0:
+        raise ValueError(f"pool {name}: size {size_text!r} must be at least 1 byte")
+    if size > MAX_POOL_BYTES:
+        raise ValueError(f"pool {name}: size {size_text!r} is over {MAX_POOL_BYTES} bytes")
+    section, align_ = "", ALIGNMENT
+    for attr in (parts[2].split(",") if len(parts) == 3 else []):
+        key, eq, value = attr.strip().partition("=")
+        if key == "rw" and not eq:
+            continue
+        if key == "section" and eq:
+            if not _SECTION_NAME.fullmatch(value) or len(value) > 64:
+                raise ValueError(f"pool {name}: section {value[:40]!r} is not a section name ([A-Za-z0-9_.$]+)")
+            section = value
+        elif key == "align" and eq:
+            if not value.isdigit() or int(value) < 1 or int(value) & (int(value) - 1) or int(value) > 4096:
+                raise ValueError(f"pool {name}: align {value[:20]!r} is not a power of two from 1 to 4096")
+            align_ = max(ALIGNMENT, int(value))
+        else:
+            raise ValueError(f"pool {name}: unknown attribute {attr[:40]!r} (known: rw, section=NAME, align=N)")
+    return PoolSpec(name, size, section, align_)
+
+
+def check_pools(pools: Sequence[PoolSpec]) -> None:
+    """CompileError for duplicate pool names."""
+    seen: set[str] = set()
+    for p in pools:
+        if p.name.lower() in seen:  # the macros upper-case the name
+            raise CompileError(f"memory pool {p.name!r} is given twice (names are compared ignoring case)")
+        seen.add(p.name.lower())
+
+
+@dataclass(frozen=True, slots=True)
+class PoolUse:
+    """One pool of a pooled plan: its buffers sit at [base, base + used) of the plan's concatenated offsets
+    (pool offset = plan offset - base); `used` <= `spec.size`."""
+
+    spec: PoolSpec
+    base: int
+    used: int
+    ids: tuple[int, ...]
+
+
+def _fit(items: Sequence[Interval], capacity: int, algorithm: str) -> tuple[dict[int, int], list[Interval]]:
+    """Place as many of `items` as fit into `capacity` bytes: the algorithm's plan of all of them, keep those
+    that end within the capacity, then first fit for the rest (largest first) below the capacity."""
+    offsets = place(items, algorithm).offsets if items else {}
+    kept = {it.id: offsets[it.id] for it in items if offsets[it.id] + align(it.size) <= capacity}
+    conflicts = _conflict_lists(items)
+    rest = [it for it in items if it.id not in kept]
+    spilled: list[Interval] = []
+    for it in sorted(rest, key=lambda it: (-align(it.size), it.start, it.id)):
+        placed = [(kept[o.id], align(o.size)) for o in conflicts[it.id] if o.id in kept]
+        off = _first_fit(align(it.size), placed)
+        if off + align(it.size) <= capacity:
+            kept[it.id] = off
+        else:
+            spilled.append(it)
+    return kept, sorted(spilled, key=lambda it: it.id)
+
+
+def place_pools(items: Sequence[Interval], pools: Sequence[PoolSpec],
+                algorithm: str = DEFAULT_ALGORITHM) -> tuple[Placement, tuple[PoolUse, ...]]:
+    """USMP-style placement over `pools` in order of preference: fill the first pool as well as `algorithm`
+    (then first fit) allows, spill what does not fit to the next, and so on; no buffer crosses a pool.
+    Offsets in the returned Placement are in the pools' concatenation (PoolUse.base). A plan that does not
+    fit raises CompileError naming the peak, every pool with its size and need, and the overflow."""
+    check_pools(pools)
+    if algorithm not in ALGORITHMS:
+        raise CompileError(f"unknown memory planner {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
+    bound = lower_bound(items)
+    rest = list(items)
+    uses: list[PoolUse] = []
+    offsets: dict[int, int] = {}
+    base = 0
+    for k, spec in enumerate(pools):
+        if k == len(pools) - 1:
+            local = place(rest, algorithm).offsets if rest else {}
+            need = _pool_size(rest, local)
+            if need > spec.size:
+                needs = [f"{u.spec.name} {u.spec.size} bytes (uses {u.used})" for u in uses]
+                needs.append(f"{spec.name} {spec.size} bytes (would need {need})")
+                raise CompileError(
+                    f"the workspace does not fit the memory pools: peak of the model {bound} bytes (lower bound); "
+                    f"pools {', '.join(needs)}; over by {need - spec.size} bytes")
+            chosen, rest = local, []
+        else:
+            chosen, rest = _fit(rest, spec.size, algorithm)
+        ids = tuple(sorted(chosen))
+        used = _pool_size([it for it in items if it.id in chosen], chosen)
+        for i in ids:
+            offsets[i] = base + chosen[i]
+        uses.append(PoolUse(spec, base, used, ids))
+        check([it for it in items if it.id in chosen], chosen)
+        base += align(used)
+    total = base
+    return Placement(algorithm, offsets, total, bound, total == bound), tuple(uses)
+
+
+def pool_to_json(use: PoolUse) -> dict[str, object]:
+    """A pool of a pooled plan in metadata.json (modules.<m>.memory.pools[i])."""
+    return {"name": use.spec.name, "size_bytes": use.used, "capacity_bytes": use.spec.size,
+            "attrs": use.spec.attrs(), "base": use.base, "buffers": list(use.ids)}
+
+
+def pool_from_json(d: dict) -> PoolUse:
+    attrs = d.get("attrs", {})
+    spec = PoolSpec(str(d["name"]), int(d["capacity_bytes"]), str(attrs.get("section", "")),
+                    int(attrs.get("align", ALIGNMENT)))
+    return PoolUse(spec, int(d["base"]), int(d["size_bytes"]), tuple(int(i) for i in d["buffers"]))
+
+
+def locate(pools: Sequence[PoolUse], offset: int) -> tuple[int, int]:
+    """(pool index, offset in that pool) of a plan offset of a pooled plan."""
+    for k, use in enumerate(pools):
+        if use.base <= offset < use.base + max(use.used, 1):
+            return k, offset - use.base
+    raise CompileError(f"memory plan: offset {offset} is in no pool")

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from utvm import limits
+from utvm import custom_ops, limits
 from utvm.errors import (
     GraphError,
     ModelError,
@@ -54,7 +54,7 @@ from utvm.frontend._onnx_state import (
     refuse_external,
     to_array,
 )
-from utvm.ir.graph import Graph
+from utvm.ir.graph import Graph, Node
 
 __all__ = ["SUPPORTED_OPS", "from_onnx"]
 
@@ -170,7 +170,7 @@ def _validate(model: Any) -> None:
     _check_text(g)
     refuse_dynamic(model)  # a dynamically quantized model: that is the reason, whatever else it holds
     for index, node in enumerate(g.node):  # unsupported operators first: the most useful message
-        if _op_name(node) not in HANDLERS:
+        if _op_name(node) not in HANDLERS and not custom_ops.is_bound(_op_name(node)):
             raise UnsupportedOperatorError(_op_name(node), index, SUPPORTED_OPS)
     consts = {t.name for t in g.initializer}
     for vi in g.input:
@@ -223,6 +223,34 @@ def _static_shape(vi: Any, what: str) -> tuple[int, ...]:
     return tuple(dims)
 
 
+def _user_operator(imp: Importer, ctx: Ctx, node: Any, declared: Mapping[str, Any]) -> None:
+    """An op type utvm lacks, bound by the user (utvm.custom_ops): the canonical op `custom` over the ONNX
+    (canonical layout) tensors; its outputs' shapes and dtypes must be declared in the model (value_info or
+    graph outputs: ONNX's shape inference does not know the op); options = its `options` string attribute's
+    raw bytes (b"" without one)."""
+    ins = []
+    for i, name in enumerate(ctx.inputs):
+        if not name:
+            raise UnsupportedModelError(f"{ctx.label}: input {i} is absent; a user operator's inputs are all given")
+        v = imp.value(ctx, i)
+        assert v is not None
+        ins.append(imp.canonical(v, ctx))
+    outs, shapes = [], []
+    for name in ctx.outputs:
+        vi = declared.get(name)
+        if vi is None:
+            raise UnsupportedModelError(f"{ctx.label}: output {name!r} of user operator {ctx.op!r} has no declared "
+                                        "type and shape (add a value_info for it)")
+        shape = _static_shape(vi, f"output of user operator {ctx.op!r}")
+        dtype = ELEM_TYPES[vi.type.tensor_type.elem_type]
+        _v, ir = imp.define(name, shape, dtype)
+        outs.append(ir)
+        shapes.append([list(shape), dtype])
+    options = b"".join(a.s for a in node.attribute if a.name == "options" and a.type == a.STRING)
+    attrs = {"name": ctx.op, "options": options.hex(), "outputs": shapes}
+    imp.nodes.append(Node(custom_ops.OP, tuple(ins), tuple(outs), attrs, ctx.name or f"{ctx.op}_{ctx.index}"))
+
+
 def _op_name(node: Any) -> str:
     domain = node.domain or ""
     return str(node.op_type) if domain in ("", "ai.onnx") else f"{domain}.{node.op_type}"
@@ -273,6 +301,7 @@ def _import(model: Any, freeze: Mapping[str, np.ndarray], pinned: bool) -> Graph
     if unknown:
         raise UnsupportedModelError(f"freeze: {sorted(unknown)} are not graph inputs")
 
+    declared = {vi.name: vi for vi in (*g.value_info, *g.output)}  # the output shapes of user operators
     for index, node in enumerate(g.node):
         op = _op_name(node)
         ctx = Ctx(index, op, node.name, list(node.input), list(node.output), {}, imp.opset)
@@ -282,7 +311,7 @@ def _import(model: Any, freeze: Mapping[str, np.ndarray], pinned: bool) -> Graph
                 v = onnx.helper.get_attribute_value(a)
             except Exception as exc:
                 raise ModelFormatError(f"{ctx.label}: attribute {a.name!r} cannot be read: {exc}") from None
-            if isinstance(v, bytes):
+            if isinstance(v, bytes) and op in HANDLERS:  # a user operator's options stay raw bytes
                 try:
                     v = v.decode()
                 except UnicodeDecodeError as exc:
@@ -295,7 +324,9 @@ def _import(model: Any, freeze: Mapping[str, np.ndarray], pinned: bool) -> Graph
             if n and n not in imp.values:
                 raise ModelFormatError(f"{ctx.label}: input {n!r} is not defined before use")
         try:
-            if not try_fold(imp, ctx):
+            if op not in HANDLERS:  # bound by the user (_validate refused the others)
+                _user_operator(imp, ctx, node, declared)
+            elif not try_fold(imp, ctx):
                 HANDLERS[op](imp, ctx)
         except ModelError:
             raise

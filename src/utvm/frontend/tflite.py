@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from utvm import limits
+from utvm import custom_ops, limits
 from utvm.errors import GraphError, ModelFormatError, UnsupportedModelError, UnsupportedOperatorError
 from utvm.ir.graph import Graph, Node, Quantization, Tensor
 
@@ -438,13 +438,16 @@ class _Importer:
 
     def convert(self, op: _RawOp) -> None:
         conv = _CONVERTERS.get(op.code)
+        user_name = op.code.removeprefix("CUSTOM:")
+        if custom_ops.is_bound(user_name) and (conv is None or op.code.startswith("CUSTOM:")):
+            conv = _user_operator  # --custom-op: an operator utvm lacks (or a CUSTOM one the user overrides)
         if conv is None:
             base = op.code.split(":", 1)[0]
             why = _OUT_OF_SCOPE.get(op.code) or _OUT_OF_SCOPE.get(base)
             if why:
                 raise UnsupportedOperatorError(op.code, op.index, (), reason=why)
             raise UnsupportedOperatorError(op.code, op.index, tuple(_CONVERTERS))
-        if op.options.get("_missing"):
+        if op.options.get("_missing") and conv is not _user_operator:  # a user operator gets no builtin options
             raise ModelFormatError(f"operator {op.index} ({op.code}) has no builtin options")
         ins = [self.tname(i, f"input {k}") for k, i in enumerate(op.inputs)]
         outs = [self.tname(i, f"output {k}") for k, i in enumerate(op.outputs)]
@@ -470,6 +473,13 @@ class _Importer:
                 f"hybrid model: operator {op.index} ({op.code}) applies {tw.dtype} weights {w!r} to float32 "
                 f"activations {x!r}. Hybrid (dynamic-range quantized) models are not supported; use the "
                 "fully int8 or the float32 model")
+
+
+def _user_operator(importer: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
+    """A bound user operator (utvm.custom_ops): the canonical op `custom` with the CUSTOM op's raw options."""
+    outputs = [[list(importer.tensors[o].shape), importer.tensors[o].dtype] for o in outs]
+    attrs = {"name": op.code.removeprefix("CUSTOM:"), "options": op.custom_options.hex(), "outputs": outputs}
+    importer.nodes.append(Node(custom_ops.OP, tuple(ins), tuple(outs), attrs, outs[0]))
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,9 @@ with per-tensor activations / per-channel (axis 0 of OHWI, axis 3 of 1HW(C*M)) w
 int16 activations (16x8: int8 weights, int64/int32 biases), plus bool/int32/int64/uint32/uint64 where
 TFLite Micro's kernels take them. The ops listed below are the original families; the TFLM-parity families
 (FAMILY_MODULES at the end of this file: unary, binary, movement, gather, reduction, transpose_conv,
-recurrent, signal) document their ops, dtypes and attributes in their own module docstrings, and
-docs/operators.md maps every TFLite operator to them. Stateful ops define `state_spec` (utvm.ir.interp).
+recurrent, signal; and `custom`, user operators) document their ops, dtypes and attributes in their own
+module docstrings, and docs/operators.md maps every TFLite operator to them. Stateful ops define
+`state_spec` (utvm.ir.interp).
 
 Canonical ops and their attributes (every attribute is always present after import; frontends fill
 defaults). Inputs in brackets are optional ("" in Node.inputs when absent):
@@ -104,7 +105,7 @@ def op_module(op: str) -> ModuleType:
 # Op families in modules of their own: each declares `OPS = ("abs", ...)`, the canonical ops it defines
 # (infer/prepare/reference dispatch on node.op inside the module).
 FAMILY_MODULES: tuple[str, ...] = ("unary", "binary", "movement", "gather", "reduction", "transpose_conv",
-                                   "recurrent", "signal")
+                                   "recurrent", "signal", "custom")
 for _family in FAMILY_MODULES:
     for _op in importlib.import_module(f"utvm.ops.{_family}").OPS:
         if _op in OP_MODULES:

@@ -17,6 +17,7 @@ Names are case-sensitive; an unknown name raises PlatformError listing the known
 from __future__ import annotations
 
 import importlib
+import shutil
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -32,6 +33,8 @@ BUILTIN_PLATFORMS: dict[str, str] = {
     "qemu-cortex-m3": "utvm.platform.qemu.platform:QemuCortexM3Platform",
     "qemu-cortex-m4": "utvm.platform.qemu.platform:QemuCortexM4Platform",
     "qemu-cortex-m7": "utvm.platform.qemu.platform:QemuCortexM7Platform",
+    # A real board described by a board.toml (--board-config / $UTVM_BOARD_CONFIG), over its serial port.
+    "serial-board": "utvm.platform.serial_board.platform:SerialBoardPlatform",
 }
 
 
@@ -52,12 +55,29 @@ class Platform(Protocol):
         system_lib_sources: Sequence[Path] = (),
         output: Path | None = None,
     ) -> Path:
-        """Build evaluation firmware (CRT + RPC server [+ test functions] [+ sources]); return its path."""
+        """Build evaluation firmware (CRT + RPC server [+ test functions] [+ sources]); return its path.
+
+        Optional keyword of the built-in platforms: `crt_config_file`, a user's crt_config.h
+        (utvm's or upstream microTVM's) used as the base configuration (utvm.crt_config).
+        """
         ...
 
     def start(self, firmware: Path, **session_kwargs: Any) -> Any:
         """Start `firmware` and return a connected utvm.rpc.Session (closing it stops the firmware)."""
         ...
+
+
+def deliver(built: Path, output: Path | str | None) -> Path:
+    """A platform build's result where the caller asked for it: `built` itself when `output` is None, else a
+    copy at `output` (into it, under the same name, when it is a directory)."""
+    if output is None:
+        return built
+    out = Path(output)
+    if out.is_dir():
+        out = out / built.name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(built, out)
+    return out
 
 
 def _load(spec: str, name: str) -> type:

@@ -175,7 +175,7 @@ class Session(Backend):
         self._resync_cause = ""
         self._in_flight = ""
         self._functions: dict[str, RemoteFunction] = {}
-        self._system_lib: RemoteModule | None = None
+        self._system_libs: dict[str, RemoteModule] = {}  # model name ('' = the default) -> module
         self._pending_frees: list[tuple[str, int, int]] = []  # (kind, value, epoch or generation)
         self.proto = SessionProtocol(self._nonce, HOST_RECEIVE_LIMIT)
         self.stats = {"requests": 0, "resyncs": 0, "dropped": 0}
@@ -259,7 +259,7 @@ class Session(Backend):
         self._generation += 1
         self._memory_epoch += 1
         self._functions.clear()
-        self._system_lib = None
+        self._system_libs.clear()
         self._pending_frees.clear()
         self.proto = SessionProtocol(self._rng.randrange(1, 256), HOST_RECEIVE_LIMIT)
         self._start(first=True)
@@ -675,15 +675,19 @@ class Session(Backend):
         self._functions[name] = f
         return f
 
-    def system_lib(self) -> RemoteModule:
-        """The device's system library module (runtime.SystemLib)."""
-        if self._system_lib is None:
-            mod = self.get_function("runtime.SystemLib")()  # type: ignore[misc]
+    def system_lib(self, name: str | None = None) -> RemoteModule:
+        """The device's system library module (runtime.SystemLib): with no name the firmware's default (its
+        only model, or the first of several); with a name, that model's (runtime.SystemLib(name); a name
+        the firmware does not link is a RemoteError listing the models it does)."""
+        key = name or ""
+        if key not in self._system_libs:
+            fn = self.get_function("runtime.SystemLib")
+            mod = fn(key) if key else fn()  # type: ignore[misc]
             if not isinstance(mod, RemoteModule):
                 raise RemoteProtocolError(f"runtime.SystemLib returned {mod!r}, not a module")
-            mod.name = "system_lib"
-            self._system_lib = mod
-        return self._system_lib
+            mod.name = f"system_lib:{key}" if key else "system_lib"
+            self._system_libs[key] = mod
+        return self._system_libs[key]
 
     # --- remote arrays --------------------------------------------------------------------------------------
     def empty(self, shape: Sequence[int] | int, dtype: Any = "float32") -> RemoteNDArray:

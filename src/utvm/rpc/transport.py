@@ -369,6 +369,9 @@ class SerialTransport(Transport):
         except ImportError:  # not POSIX
             pass
         self._io_errors = errors
+        # exclusive: a second program (another utvm session) on the same board fails here, rather than both
+        # reading half of each other's replies.
+        serial_kwargs.setdefault("exclusive", os.name == "posix")
         try:
             self.ser = serial.Serial(port, baudrate=baudrate, timeout=0, **serial_kwargs)
         except (serial.SerialException, OSError, ValueError) as exc:
@@ -379,18 +382,20 @@ class SerialTransport(Transport):
         return f"serial port {self.port}"
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        # The timeout is raised outside the try: SessionTimeoutError is a TimeoutError, i.e. an OSError, which
+        # the except clause would turn into a LinkClosedError (a silent board is not a closed link).
         try:
             if self.ser.timeout != timeout:  # setting it reconfigures the port: only when it changes
                 self.ser.timeout = timeout
             first = self.ser.read(1)
-            if not first:
-                raise SessionTimeoutError(f"no data from {self.describe()} within {timeout:.3g} s")
-            waiting = self.ser.in_waiting
-            if waiting and max_bytes > 1:
-                return first + self.ser.read(min(waiting, max_bytes - 1))  # already there: no wait
-            return first
+            if first:
+                waiting = self.ser.in_waiting
+                if waiting and max_bytes > 1:
+                    return first + self.ser.read(min(waiting, max_bytes - 1))  # already there: no wait
+                return first
         except self._io_errors as exc:
             raise LinkClosedError(f"{self.describe()} failed while reading: {exc}") from exc
+        raise SessionTimeoutError(f"no data from {self.describe()} within {timeout:.3g} s")
 
     def write(self, data: bytes | bytearray | memoryview, timeout: float | None = None) -> None:
         serial = self._serial_mod
@@ -405,7 +410,10 @@ class SerialTransport(Transport):
             raise LinkClosedError(f"{self.describe()} failed while writing: {exc}") from exc
 
     def close(self) -> None:
-        self.ser.close()
+        try:
+            self.ser.close()
+        except self._io_errors:  # closing restores the port's settings, which fails on a vanished device
+            pass
 
 
 class FaultInjectingTransport(Transport):

@@ -89,7 +89,7 @@ KERNEL_MODULES: tuple[str, ...] = ("shape", "elementwise", "dense", "conv", "dep
                                    "activation", "pad", "quantize", "layout", "matmul", "batch_norm",
                                    # the families of utvm.ops.FAMILY_MODULES
                                    "unary", "binary", "movement", "gather", "reduction", "transpose_conv",
-                                   "recurrent", "signal")
+                                   "recurrent", "signal", "custom")
 
 
 @dataclass(frozen=True, slots=True)

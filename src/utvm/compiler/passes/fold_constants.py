@@ -21,7 +21,8 @@ def fold_constants(graph: Graph) -> Graph:
     folded = False
     for node in graph.nodes:
         names = [x for x in node.inputs if x]
-        foldable = (names and all(g.tensors[x].is_constant for x in names)
+        foldable = (node.op != "custom"  # a user operator is never run at compile time
+                    and names and all(g.tensors[x].is_constant for x in names)
                     and not any(o in graph.outputs for o in node.outputs))
         if not foldable:
             kept.append(node)

@@ -17,12 +17,12 @@ format (DESIGN.md §5) can drive it. `HostPlatform().start(exe)` starts it and r
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from utvm.errors import PlatformError
+from utvm.platform import deliver
 from utvm.support import cc
 
 HOST_DIR = Path(__file__).resolve().parent
@@ -42,19 +42,33 @@ _VALUE = re.compile(r"-?(0x[0-9a-fA-F]+|[0-9]+)[uUlL]*\Z")
 _DEFINE = re.compile(r"^#define\s+(TVM_CRT_[A-Z0-9_]+)\s+(\S+)\s*$", re.MULTILINE)
 
 
-def render_crt_config(overrides: Mapping[str, int | str] | None = None) -> str:
+def render_crt_config(overrides: Mapping[str, int | str] | None = None, user_file: Path | str | None = None) -> str:
     """The crt_config.h of a host build: the CRT's host/crt_config.h with `overrides` applied.
 
     Unknown TVM_CRT_* names are added (the CRT gives each a default in config.h, and sizes such as
     TVM_CRT_FRAMER_BUFFER_SIZE_BYTES are read where they are used). The framer's staging buffer defaults
     to a whole escaped packet, so every reply leaves in one write() call.
+
+    With `user_file` (a user's crt_config.h, utvm's or upstream microTVM's) that file is the base instead:
+    its values win over the host defaults, which fill only what it leaves out (utvm.crt_config).
     """
-    values: dict[str, str] = {}
-    for name, value in {**DEFAULT_CRT_CONFIG, **(overrides or {})}.items():
+    for name, value in (overrides or {}).items():
         if not isinstance(name, str) or not _NAME.match(name):
             raise PlatformError(f"crt_config: {name!r} is not a TVM_CRT_* macro name")
         if isinstance(value, bool) or not _VALUE.match(str(value)):
             raise PlatformError(f"crt_config: {name} = {value!r} is not an integer")
+    if user_file is not None:
+        from utvm import crt_config as user_config
+
+        base_values = dict(_DEFINE.findall((cc.crt_dir() / "host" / "crt_config.h").read_text()))
+        fallbacks = {**base_values, **{k: str(v) for k, v in DEFAULT_CRT_CONFIG.items()},
+                     "TVM_CRT_FRAMER_BUFFER_SIZE_BYTES": "(2 * (TVM_CRT_MAX_PACKET_SIZE_BYTES) + 32)"}
+        try:
+            return user_config.user_config_text(user_file, fallbacks, {k: str(v) for k, v in (overrides or {}).items()})
+        except (OSError, ValueError) as exc:
+            raise PlatformError(f"crt_config file {str(user_file)!r}: {exc}") from exc
+    values: dict[str, str] = {}
+    for name, value in {**DEFAULT_CRT_CONFIG, **(overrides or {})}.items():
         values[name] = str(value)
     if "TVM_CRT_FRAMER_BUFFER_SIZE_BYTES" not in values:
         packet = int(values["TVM_CRT_MAX_PACKET_SIZE_BYTES"], 0)
@@ -95,19 +109,25 @@ def build_device(
     *,
     include_dirs: Sequence[Path | str] = (),
     compiler: str = "gcc",
+    crt_config_file: Path | str | None = None,
 ) -> Path:
     """Build the host firmware; returns the executable (a copy at `output` when given).
 
     - `with_test_functions`: link the testing.* globals (utvm_test_functions.h).
     - `crt_config`: TVM_CRT_* overrides, e.g. {"TVM_CRT_MAX_PACKET_SIZE_BYTES": 4096}.
-    - `extra_sources`, `system_lib_sources`: more C files linked in (generated operator code, a system
-      library defining TVMSystemLibEntryPoint); compiled -std=c99 -O2 with the CRT headers, the config
-      and each file's own directory on the include path, plus `include_dirs`.
+    - `crt_config_file`: a user's crt_config.h (utvm's or upstream microTVM's) to build with; the host
+      defaults fill only what it leaves out, `crt_config` overrides it (render_crt_config).
+    - `extra_sources`: the user's C files (`--extra-source`, e.g. one defining utvm_user_init), each held
+      to the firmware's own strict flags (cc.WARNING_FLAGS, as every source on the QEMU boards is): a
+      warning fails the build with a BuildError naming the file.
+    - `system_lib_sources`: generated C (a system library defining TVMSystemLibEntryPoint), compiled
+      -std=c99 -O2. Both see the CRT headers, the config, each file's own directory and `include_dirs`.
     - `sanitize`: build everything with ASan+UBSan.
     Raises PlatformError for bad arguments and BuildError (with the compiler output) if compiling fails.
     """
-    config_text = render_crt_config(crt_config)
-    extras = _resolve(extra_sources, "extra source") + _resolve(system_lib_sources, "system library source")
+    config_text = render_crt_config(crt_config, crt_config_file)
+    user_sources = _resolve(extra_sources, "extra source")
+    extras = user_sources + _resolve(system_lib_sources, "system library source")
     includes = [Path(d).resolve() for d in include_dirs]
     for d in includes:
         if not d.is_dir():
@@ -134,8 +154,13 @@ def build_device(
                     *[f"-D{d}" for d in defines], "-c", str(src), "-o", str(obj)], what=f"compiling {src.name}")
             objects.append(obj)
         user_incs = sorted({p.parent for p in extras}) + includes
+        for k, src in enumerate(user_sources):  # the user's C: the same strict flags, one file at a time
+            obj = tmp / f"user{k}_{src.stem}.o"
+            cc.run([compiler, *cc.WARNING_FLAGS, *OPT_FLAGS, *san, *[f"-I{d}" for d in [*incs, *user_incs]],
+                    "-c", str(src), "-o", str(obj)], what=f"compiling {src}")
+            objects.append(obj)
         return cc.compile_link(
-            [*objects, *extras], tmp / EXECUTABLE_NAME, include_dirs=[*incs, *user_incs],
+            [*objects, *extras[len(user_sources):]], tmp / EXECUTABLE_NAME, include_dirs=[*incs, *user_incs],
             cflags=["-std=c99", *OPT_FLAGS, *san], ldflags=[*san, "-lm"], libs=[libs[name] for name in CRT_LIBS],
             cc=compiler,
         )
@@ -145,14 +170,7 @@ def build_device(
     key_extra = [config_text, str(with_test_functions), str(sanitize), compiler, cc.compiler_version(compiler),
                  *map(str, extras), *map(str, includes)]
     exe = cc.cached_build(key_inputs, key_extra, EXECUTABLE_NAME, builder)
-    if output is None:
-        return exe
-    out = Path(output)
-    if out.is_dir():
-        out = out / EXECUTABLE_NAME
-    out.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(exe, out)
-    return out
+    return deliver(exe, output)
 
 
 class HostPlatform:
@@ -172,7 +190,7 @@ class HostPlatform:
         output: Path | str | None = None,
         **kwargs: Any,
     ) -> Path:
-        """build_device(...) (extra keywords: sanitize, include_dirs, compiler)."""
+        """build_device(...) (extra keywords: sanitize, include_dirs, compiler, crt_config_file)."""
         return build_device(with_test_functions=with_test_functions, crt_config=crt_config,
                             extra_sources=extra_sources, system_lib_sources=system_lib_sources, output=output,
                             **kwargs)

@@ -5,7 +5,8 @@ The project (see project.py for the layout) holds the model's generated code, a 
 through its entry point, prints every output over UART0 and ends the emulation with a status:
 
 - interface `c`: `TVMExecute(&tvmgen_<m>_model, &inputs, &outputs, context)` (tvm_micro_runtime.h, header
-  only: no CRT library is linked at all; a `--workspace user` model gets a static workspace via TVMContext);
+  only: no CRT library is linked at all; a `--workspace user` model gets a static workspace through a
+  `static const TVMContext`);
 - interface `packed` (packed or unpacked operators): `tvmgen_<m>_run` called as a PackedFunc over DLTensors;
   the CRT's common library (error reporting) and the TVMPlatform hooks are linked.
 
@@ -186,10 +187,24 @@ def deploy_main(compiled: Any, board: Board, with_rpc: bool = False) -> str:
         ctype = _ctype(x.dtype, f"output {x.name!r}")[0]
         count = max(1, int(np.prod(x.shape)))
         lines.append(f"static {ctype} utvm_output_{i}[{count}] __attribute__((aligned(16)));")
-    if conv == "c" and user_ws:
+    pools = compiled.plan.pools
+    if conv == "c" and user_ws and pools:
+        # One array per memory pool (in its linker section when it has one), in pool order.
+        for u in pools:
+            attrs = f"aligned({u.spec.align})" + (f", section(\"{u.spec.section}\")" if u.spec.section else "")
+            size = f"TVMGEN_{m.upper()}_{u.spec.name.upper()}_WORKSPACE_SIZE"
+            lines.append(f"static uint8_t utvm_workspace_{u.spec.name}[{size} > 0 ? {size} : 1] "
+                         f"__attribute__(({attrs}));")
+        names = ", ".join(f"utvm_workspace_{u.spec.name}" for u in pools)
+        lines += [f"static void* const utvm_workspaces[{len(pools)}] = {{{names}}};",
+                  "static const TVMContext utvm_context = {utvm_workspaces};"]
+    elif conv == "c" and user_ws:
         lines.append(
             f"static uint8_t utvm_workspace[TVMGEN_{m.upper()}_WORKSPACE_SIZE] __attribute__((aligned(16)));"
         )
+        # A context fixed at build time: const, so it can live in flash (TVMExecute takes const TVMContext*).
+        lines += ["static void* const utvm_workspaces[1] = {utvm_workspace};",
+                  "static const TVMContext utvm_context = {utvm_workspaces};"]
     lines.append(_PRINT_HELPERS)
     if conv != "c" or with_rpc:
         lines += [
@@ -234,8 +249,6 @@ def deploy_main(compiled: Any, board: Board, with_rpc: bool = False) -> str:
     lines += ["int main(void) {", "  int32_t rc;", "  size_t i;"]
     if conv == "c":
         lines += [f"  struct {prefix}_inputs inputs;", f"  struct {prefix}_outputs outputs;"]
-        if user_ws:
-            lines += ["  void* workspaces[1] = {utvm_workspace};", "  TVMContext context;"]
     else:
         n = len(iface.inputs) + len(iface.outputs)
         lines += [f"  DLTensor tensors[{n}];", f"  TVMValue args[{n}];", f"  int type_codes[{n}];",
@@ -251,8 +264,7 @@ def deploy_main(compiled: Any, board: Board, with_rpc: bool = False) -> str:
         for i, x in enumerate(iface.outputs):
             lines.append(f"  outputs.{x.field} = utvm_output_{i};")
         if user_ws:
-            lines += ["  TVMSetWorkspaces(&context, workspaces);",
-                      f"  rc = TVMExecute(&{prefix}_model, &inputs, &outputs, &context);"]
+            lines.append(f"  rc = TVMExecute(&{prefix}_model, &inputs, &outputs, &utvm_context);")
         else:
             lines.append(f"  rc = TVMExecute(&{prefix}_model, &inputs, &outputs, NULL);")
     else:
@@ -316,7 +328,7 @@ def deploy_spec(
     board = get_board(board_name)
     sources = {"main.c": deploy_main(compiled, board, with_rpc)}
     codegen = {}
-    for name, text in compiled.sources.items():
+    for name, text in (compiled.firmware_sources if with_rpc else compiled.sources).items():
         if name.endswith("_system_lib.c") and not with_rpc:
             continue  # the function registry only serves RPC
         codegen[f"src/{name}"] = text

@@ -15,12 +15,12 @@ template/ + template/apps/main_rpc.c, optionally the platform-neutral test libra
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from utvm.errors import PlatformError
+from utvm.platform import deliver
 from utvm.platform.qemu.boards import INSTRUCTIONS_PER_SECOND, get_board
 from utvm.platform.qemu.project import APPS_DIR, FirmwareSpec, build_firmware
 from utvm.platform.qemu.runner import QemuTransport
@@ -64,6 +64,7 @@ class QemuPlatform:
         extra_sources: Sequence[Path | str] = (),
         system_lib_sources: Sequence[Path | str] = (),
         include_dirs: Sequence[Path | str] = (),
+        crt_config_file: Path | str | None = None,
     ) -> FirmwareSpec:
         sources: dict[str, str] = {"main.c": (APPS_DIR / "main_rpc.c").read_text()}
         headers: dict[str, str] = {}
@@ -92,7 +93,10 @@ class QemuPlatform:
             board=self.board,
             app_sources=sources,
             crt_libs=CRT_LIBS,
-            crt_config={**DEFAULT_CRT_CONFIG, **(crt_config or {})},
+            crt_config=({**DEFAULT_CRT_CONFIG, **(crt_config or {})} if crt_config_file is None
+                        else dict(crt_config or {})),
+            crt_config_file=None if crt_config_file is None else Path(crt_config_file),
+            crt_config_fallbacks={} if crt_config_file is None else dict(DEFAULT_CRT_CONFIG),
             include_files=headers,
             defines=defines,
             extra_cflags=extra_cflags,
@@ -107,6 +111,7 @@ class QemuPlatform:
         system_lib_sources: Sequence[Path | str] = (),
         output: Path | str | None = None,
         include_dirs: Sequence[Path | str] = (),
+        crt_config_file: Path | str | None = None,
         **kwargs: Any,
     ) -> Path:
         """Build the RPC firmware; returns its ELF (a copy at `output` when given). Cached by content."""
@@ -118,16 +123,10 @@ class QemuPlatform:
             extra_sources=extra_sources,
             system_lib_sources=system_lib_sources,
             include_dirs=include_dirs,
+            crt_config_file=crt_config_file,
         )
         elf = build_firmware(spec, "rpc") / "build" / "firmware.elf"
-        if output is None:
-            return elf
-        out = Path(output)
-        if out.is_dir():
-            out = out / "firmware.elf"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(elf, out)
-        return out
+        return deliver(elf, output)
 
     def start(self, firmware: Path | str, **session_kwargs: Any) -> Any:
         """Run `firmware` in QEMU and return a connected utvm.rpc.Session over UART0."""

@@ -52,6 +52,10 @@ class FirmwareSpec:
     crt_libs: Sequence[str] = ()
     #: crt_config.h overrides: TVM_CRT_* name -> value (the rest keep the template's defaults).
     crt_config: Mapping[str, int | str] = field(default_factory=dict)
+    #: A user's crt_config.h (utvm's or upstream microTVM's) to use as the base instead of the template; then
+    #: `crt_config` overrides it and `crt_config_fallbacks` fill the limits it leaves out (utvm.crt_config).
+    crt_config_file: Path | None = None
+    crt_config_fallbacks: Mapping[str, int | str] = field(default_factory=dict)
     #: Directory holding codegen/host/{src,include} (an extracted MLF); copied to codegen/.
     codegen_dir: Path | None = None
     #: Generated model files by path under codegen/host/ ("src/x.c", "include/x.h"), like an MLF.
@@ -64,6 +68,13 @@ class FirmwareSpec:
     opt: str = "-O2"
     #: Extra flags for the application, board and model sources (e.g. relaxed warnings for a model).
     extra_cflags: Sequence[str] = ()
+    #: Which files of template/board/ the project gets (None: all; a board of another platform picks the
+    #: portable ones, e.g. timer.c, and brings its own startup, UART and linker script in board_files).
+    template_board_files: Sequence[str] | None = None
+    #: file name -> text, written to board/ after the template's files (another platform's board support).
+    board_files: Mapping[str, str] = field(default_factory=dict)
+    #: The linker script, a file of board/.
+    linker_script: str = "mps2.ld"
 
 
 def crt_config_text(overrides: Mapping[str, int | str]) -> str:
@@ -88,6 +99,19 @@ def crt_config_text(overrides: Mapping[str, int | str]) -> str:
     return text[:end] + "".join(extra) + text[end:]
 
 
+def spec_crt_config_text(spec: FirmwareSpec) -> str:
+    """The crt_config.h of `spec`: the template with overrides, or the user's file (crt_config_file)."""
+    if spec.crt_config_file is None:
+        return crt_config_text(spec.crt_config)
+    from utvm import crt_config as user_config
+
+    crt_config_text({**spec.crt_config_fallbacks, **spec.crt_config})  # the same checks of names and values
+    try:
+        return user_config.user_config_text(spec.crt_config_file, spec.crt_config_fallbacks, spec.crt_config)
+    except (OSError, ValueError) as exc:
+        raise PlatformError(f"crt_config file {str(spec.crt_config_file)!r}: {exc}") from exc
+
+
 def project_mk(spec: FirmwareSpec) -> str:
     b = spec.board
     return "\n".join(
@@ -101,6 +125,7 @@ def project_mk(spec: FirmwareSpec) -> str:
             f"EXTRA_CFLAGS := {' '.join(spec.extra_cflags)}",
             f"STACK_SIZE := {spec.stack_size:#x}",
             f"OPT := {spec.opt}",
+            f"LINKER_SCRIPT := board/{spec.linker_script}",
             "",
         ]
     )
@@ -113,7 +138,12 @@ def generate_project(spec: FirmwareSpec, out_dir: Path) -> Path:
     shutil.copy2(TEMPLATE_DIR / "Makefile", out_dir / "Makefile")
     (out_dir / "project.mk").write_text(project_mk(spec))
     board = out_dir / "board"
-    shutil.copytree(BOARD_DIR, board, dirs_exist_ok=True)
+    if spec.template_board_files is None:
+        shutil.copytree(BOARD_DIR, board, dirs_exist_ok=True)
+    else:
+        board.mkdir(exist_ok=True)
+        for name in spec.template_board_files:
+            shutil.copy2(BOARD_DIR / name, board / name)
     src = out_dir / "src"
     src.mkdir(exist_ok=True)
     include = out_dir / "include"
@@ -134,7 +164,9 @@ def generate_project(spec: FirmwareSpec, out_dir: Path) -> Path:
             else:
                 (out_dir / "crt").mkdir(exist_ok=True)
                 shutil.copy2(p, out_dir / "crt" / part)
-        (include / "crt_config.h").write_text(crt_config_text(spec.crt_config))
+        (include / "crt_config.h").write_text(spec_crt_config_text(spec))
+    for name, text in spec.board_files.items():
+        (board / name).write_text(text)
     for name, text in spec.app_sources.items():
         (src / name).write_text(text)
     for name, text in spec.include_files.items():

@@ -67,7 +67,7 @@ tvm_crt_error_t TVMAotExecutor_CheckContext(const TVMModel* model, const TVMCont
   return kTvmErrorNoError;
 }
 
-tvm_crt_error_t TVMAotExecutor_Run(const TVMModel* model, void* inputs, void* outputs, TVMContext* context) {
+tvm_crt_error_t TVMAotExecutor_Run(const TVMModel* model, void* inputs, void* outputs, const TVMContext* context) {
   int32_t ret;
   tvm_crt_error_t err = TVMAotExecutor_CheckModel(model);
   if (err != kTvmErrorNoError) {

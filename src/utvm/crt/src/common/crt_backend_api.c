@@ -7,6 +7,7 @@
  * AOT deployment) never calls it.
  */
 #include <tvm/runtime/c_backend_api.h>
+#include <tvm/runtime/crt/module.h>
 #include <tvm/runtime/crt/stack_allocator.h>
 
 #include "crt_internal.h"
@@ -77,8 +78,22 @@ int TVMBackendFreeWorkspace(int device_type, int device_id, void* ptr) {
 }
 
 int TVMBackendGetFuncFromEnv(void* mod_node, const char* func_name, TVMFunctionHandle* out) {
-  (void)mod_node; /* CRT modules have no environment beyond the global registry */
-  return TVMFuncGetGlobal(func_name, out);
+  /* As TVM's ModuleNode::GetFuncFromEnv: the calling module's own functions first, then the global
+   * registry. In the CRT, mod_node is NULL or the `const TVMModule*` of the calling code (generated code
+   * passes the module holding the packed wrappers of user operators, docs/custom_ops.md). */
+  const TVMModule* mod = (const TVMModule*)mod_node;
+  TVMModuleHandle handle = NULL;
+  tvm_function_index_t index = 0U;
+  tvm_crt_error_t err;
+  int rc;
+  if ((mod != NULL) && (out != NULL) && (func_name != NULL) && (mod->registry != NULL) &&
+      (TVMFuncRegistry_Lookup(mod->registry, func_name, &index) == kTvmErrorNoError)) {
+    err = TVMModCreateFromCModule(mod, &handle); /* sets the message when no module slot is free */
+    rc = (err == kTvmErrorNoError) ? TVMModGetFunction(handle, func_name, 0, out) : (int)err;
+  } else {
+    rc = TVMFuncGetGlobal(func_name, out);
+  }
+  return rc;
 }
 
 int TVMBackendParallelLaunch(FTVMParallelLambda flambda, void* cdata, int num_task) {

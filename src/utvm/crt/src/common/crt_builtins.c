@@ -1,6 +1,7 @@
 /*
  * crt_builtins.c -- the global functions TVMInitializeRuntime registers (DESIGN.md §4):
- *   runtime.SystemLib()                                  -> module handle (kTVMModuleHandle)
+ *   runtime.SystemLib([name])                            -> module handle (kTVMModuleHandle): no name or
+ *                                                           "" the default, else the model `name`
  *   tvm.rpc.server.ModuleGetFunction(mod, name[, query]) -> function handle, or null if absent
  *   runtime.RPCTimeEvaluator(...)                        -> see time_evaluator.c
  *   tvm.contrib.random.random_fill(tensor)               -> fills the tensor, returns nothing
@@ -54,20 +55,75 @@ tvm_crt_error_t TVMCrtBuiltins_Register(void) {
   return err;
 }
 
+const TVMModule* TVMSystemLibLookup(const char* name) {
+  size_t count = 0U;
+  size_t i;
+  const TVMSystemLibTableEntry* table = TVMSystemLibTable(&count);
+  if ((name == NULL) || (table == NULL)) {
+    return NULL;
+  }
+  for (i = 0U; i < count; i++) {
+    if ((table[i].name != NULL) && (strcmp(table[i].name, name) == 0)) {
+      return table[i].entry_point();
+    }
+  }
+  return NULL;
+}
+
+/* runtime.SystemLib(name) of a name the firmware does not link: the error lists the models it does. */
+static int system_lib_unknown(const char* name) {
+  char linked[96];
+  size_t used = 0U;
+  size_t count = 0U;
+  size_t i;
+  const TVMSystemLibTableEntry* table = TVMSystemLibTable(&count);
+  linked[0] = '\0';
+  for (i = 0U; (table != NULL) && (i < count); i++) {
+    const char* model = (table[i].name != NULL) ? table[i].name : "?";
+    size_t sep = (i == 0U) ? (size_t)0U : (size_t)2U;
+    size_t len = strlen(model);
+    if ((used + sep + len + 4U) >= sizeof(linked)) {
+      (void)memcpy(&linked[used], "...", 4U);
+      break;
+    }
+    (void)memcpy(&linked[used], ", ", sep);
+    (void)memcpy(&linked[used + sep], model, len + 1U);
+    used += sep + len;
+  }
+  if (count == 0U) {
+    return (int)TVMCrtError_Set(kTvmErrorSystemLibMissing,
+                                "runtime.SystemLib: no model named '%.40s': this firmware links no named models "
+                                "(call it without a name)",
+                                name);
+  }
+  return (int)TVMCrtError_Set(kTvmErrorSystemLibMissing, "runtime.SystemLib: no model named '%.40s'; linked: %s",
+                              name, linked);
+}
+
 static int system_lib(TVMValue* args, int* type_codes, int num_args, TVMValue* ret_val, int* ret_type_code,
                       void* resource_handle) {
   const TVMModule* mod;
   TVMModuleHandle handle = NULL;
   tvm_crt_error_t err;
-  (void)args;
+  const char* name = NULL;
   (void)resource_handle;
-  /* Newer TVM clients pass a symbol prefix (a string); only the empty/ignored prefix is supported. */
+  /* An optional name (TVM clients pass a symbol prefix here): empty means the default system library. */
   if ((num_args > 1) || ((num_args == 1) && (type_codes[0] != (int)kTVMStr))) {
     return (int)TVMCrtError_Set(kTvmErrorFunctionCallNumArguments,
-                                "runtime.SystemLib: takes no arguments (or one prefix string), got %d",
+                                "runtime.SystemLib: takes no arguments (or one model name string), got %d",
                                 num_args);
   }
-  mod = TVMSystemLibEntryPoint();
+  if ((num_args == 1) && (args[0].v_str != NULL) && (args[0].v_str[0] != '\0')) {
+    name = args[0].v_str;
+  }
+  if (name != NULL) {
+    mod = TVMSystemLibLookup(name);
+    if (mod == NULL) {
+      return system_lib_unknown(name);
+    }
+  } else {
+    mod = TVMSystemLibEntryPoint();
+  }
   if (mod == NULL) {
     return (int)TVMCrtError_Set(kTvmErrorSystemLibMissing,
                                 "runtime.SystemLib: this firmware has no system library "

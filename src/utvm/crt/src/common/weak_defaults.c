@@ -14,6 +14,14 @@
 /* No system library: runtime.SystemLib reports kTvmErrorSystemLibMissing. */
 TVM_CRT_WEAK const TVMModule* TVMSystemLibEntryPoint(void) { return NULL; }
 
+/* No table of named system libraries: runtime.SystemLib(name) finds no model of any name. */
+TVM_CRT_WEAK const TVMSystemLibTableEntry* TVMSystemLibTable(size_t* num_entries) {
+  if (num_entries != NULL) {
+    *num_entries = 0U;
+  }
+  return NULL;
+}
+
 /* Log sink: drop the message. The RPC server and ports override this. */
 TVM_CRT_WEAK void TVMPlatformLog(int level, const char* message, size_t length) {
   (void)level;

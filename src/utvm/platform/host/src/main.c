@@ -2,6 +2,8 @@
  * main.c -- the host "device": a Linux program that speaks the link on stdin/stdout (raw, unbuffered)
  * and serves RPC with the CRT. Exits 0 on end of input or after Shutdown, 2 if the link breaks.
  * Built by utvm.platform.host.build_device (UTVM_WITH_TEST_FUNCTIONS adds the testing.* globals).
+ * utvm_user_init() (the user's code: `--extra-source`; a weak default does nothing) runs once after the
+ * runtime is initialised and before RPC is served; a last error it leaves set stops the device (exit 2).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -11,10 +13,18 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <tvm/runtime/c_runtime_api.h>
+#include <tvm/runtime/crt/compiler.h>
 #include <tvm/runtime/crt/microtvm_rpc_server.h>
 #include <tvm/runtime/crt/platform.h>
 
 #include "utvm_test_functions.h"
+
+void utvm_user_init(void);
+
+/* The user's hook (docs/platforms.md): firmware without user code links this default (a GCC/Clang weak
+ * symbol, TVM_CRT_WEAK), which a strong utvm_user_init in an --extra-source replaces. */
+TVM_CRT_WEAK void utvm_user_init(void) {}
 
 static ssize_t write_stdout(void* context, const uint8_t* data, size_t num_bytes) {
   ssize_t written;
@@ -57,6 +67,12 @@ int main(int argc, char** argv) {
     return 2;
   }
 #endif
+  TVMAPISetLastError("");
+  utvm_user_init();
+  if (TVMGetLastError()[0] != '\0') {
+    (void)fprintf(stderr, "utvm host device: utvm_user_init failed: %s\n", TVMGetLastError());
+    return 2;
+  }
   for (;;) {
     uint8_t* data = buffer;
     size_t size;

@@ -4,6 +4,9 @@
  * Boot: UART, platform (memory), RPC server (initialises the runtime and sends a session terminate, so a
  * waiting host learns of the reset), then the firmware's own globals: with UTVM_WITH_TEST_FUNCTIONS the
  * testing.* library (utvm_test_functions.h) plus testing.abort(code), which calls TVMPlatformAbort.
+ * Then the user's hook utvm_user_init() (`--extra-source`; a weak default does nothing), once, before RPC is
+ * served: a last error it leaves set (e.g. TVMFuncRegisterGlobal found the registry full) is sent to the host
+ * as an error log message, and the firmware serves RPC all the same (an abort here would reset it forever).
  * Loop: every byte that arrives is fed to the server, which writes its replies with uart_write. A Shutdown
  * from the host ends the emulation (exit status 0).
  *
@@ -14,6 +17,7 @@
 #include <stdint.h>
 
 #include <tvm/runtime/c_runtime_api.h>
+#include <tvm/runtime/crt/compiler.h>
 #include <tvm/runtime/crt/error_codes.h>
 #include <tvm/runtime/crt/logging.h>
 #include <tvm/runtime/crt/microtvm_rpc_server.h>
@@ -62,6 +66,12 @@ static tvm_crt_error_t register_test_functions(void) {
 }
 #endif
 
+void utvm_user_init(void);
+
+/* The user's hook (docs/platforms.md): firmware without user code links this default (a GCC/Clang weak
+ * symbol, TVM_CRT_WEAK), which a strong utvm_user_init in an --extra-source replaces. */
+TVM_CRT_WEAK void utvm_user_init(void) {}
+
 static tvm_crt_ssize_t uart_write(void* context, const uint8_t* data, size_t num_bytes) {
   (void)context;
   utvm_uart_write(data, num_bytes);
@@ -87,6 +97,11 @@ int main(void) {
     TVMPlatformAbort(err);
   }
 #endif
+  TVMAPISetLastError("");
+  utvm_user_init();
+  if (TVMGetLastError()[0] != '\0') {
+    TVMLogf(TVM_CRT_LOG_LEVEL_ERROR, "utvm_user_init failed: %s", TVMGetLastError());
+  }
   for (;;) {
     uint8_t buf[256];
     uint8_t* data = buf;

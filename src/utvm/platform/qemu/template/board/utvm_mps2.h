@@ -28,8 +28,11 @@
 #define UTVM_SYST_CSR_COUNTFLAG (1u << 16)
 #define UTVM_SYST_MAX_RELOAD 0x00FFFFFFu
 
-/*! The MPS2 images clock the processor (and so SysTick with CLKSOURCE=1) at 25 MHz. */
+/*! The MPS2 images clock the processor (and so SysTick with CLKSOURCE=1) at 25 MHz. Another board that reuses
+ *  the architectural registers here (the serial-board platform) defines its own clock on the command line. */
+#ifndef UTVM_CPU_CLOCK_HZ
 #define UTVM_CPU_CLOCK_HZ 25000000u
+#endif
 
 /* --- CMSDK APB UART0 ---------------------------------------------------------------------------------- */
 #define UTVM_UART0_BASE 0x40004000u

@@ -28,7 +28,7 @@ TVM_CRT_WARN_UNUSED tvm_crt_error_t TVMAotExecutor_CheckContext(const TVMModel* 
 /*! \brief TVMAotExecutor_CheckModel, TVMAotExecutor_CheckContext, then run the model. A failing model
  * returns its own code, with the model's name in TVMGetLastError(). */
 TVM_CRT_WARN_UNUSED tvm_crt_error_t TVMAotExecutor_Run(const TVMModel* model, void* inputs, void* outputs,
-                                                      TVMContext* context);
+                                                      const TVMContext* context);
 
 #ifdef __cplusplus
 }

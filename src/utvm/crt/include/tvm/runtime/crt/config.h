@@ -5,11 +5,19 @@
  *
  * The defaults below are exactly those of templates/crt_config.h.template (a test checks they agree);
  * each comment gives the unit and what RAM grows with the limit.
+ *
+ * A crt_config.h written for upstream microTVM works too: config_upstream.h (generated from the CRT's
+ * upstream_config.json) maps the upstream names utvm honours and stops the build with an #error naming
+ * each one it cannot. While crt_config.h is read, UTVM_CRT_CONFIG_READING_ is defined: a CRT header that
+ * crt_config.h includes (upstream files include tvm/runtime/crt/logging.h) then waits for it to finish.
  */
 #ifndef TVM_RUNTIME_CRT_CONFIG_H_DEFAULTS_
 #define TVM_RUNTIME_CRT_CONFIG_H_DEFAULTS_
 
+#define UTVM_CRT_CONFIG_READING_ 1
 #include <crt_config.h>
+#undef UTVM_CRT_CONFIG_READING_
+#include <tvm/runtime/crt/config_upstream.h>
 
 /* Log levels (values of TVM_CRT_LOG_LEVEL). */
 #define TVM_CRT_LOG_LEVEL_DEBUG 0
@@ -128,8 +136,9 @@
 #if TVM_CRT_MAX_PACKET_SIZE_BYTES < 128
 #error "crt_config.h: TVM_CRT_MAX_PACKET_SIZE_BYTES must be >= 128"
 #endif
-#if TVM_CRT_MAX_FUNCTION_NAME_LENGTH_BYTES < 8
-#error "crt_config.h: TVM_CRT_MAX_FUNCTION_NAME_LENGTH_BYTES must be >= 8"
+/* The CRT registers globals of its own at start-up; the longest is "tvm.rpc.server.GetCRTMaxPacketSize". */
+#if TVM_CRT_MAX_FUNCTION_NAME_LENGTH_BYTES < 35
+#error "crt_config.h: TVM_CRT_MAX_FUNCTION_NAME_LENGTH_BYTES must be >= 35 (the CRT's own global tvm.rpc.server.GetCRTMaxPacketSize and its NUL)"
 #endif
 #if TVM_CRT_MAX_ERROR_MESSAGE_LENGTH < 16
 #error "crt_config.h: TVM_CRT_MAX_ERROR_MESSAGE_LENGTH must be >= 16"

@@ -27,6 +27,18 @@ void TVMLogf(int level, const char* fmt, ...) TVM_CRT_FORMAT(2, 3);
  * weak default drops it. Must not call back into the logging macros. */
 void TVMPlatformLog(int level, const char* message, size_t length);
 
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TVM_RUNTIME_CRT_LOGGING_H_ */
+
+/* The LOG_* macros depend on TVM_CRT_LOG_LEVEL, so they are defined once crt_config.h has been read. An
+ * upstream microTVM crt_config.h includes this header while it is being read (UTVM_CRT_CONFIG_READING_,
+ * config.h): the macros then come when the including header or source continues. */
+#if !defined(UTVM_CRT_CONFIG_READING_) && !defined(TVM_RUNTIME_CRT_LOGGING_H_LEVELS_)
+#define TVM_RUNTIME_CRT_LOGGING_H_LEVELS_
+
 #if TVM_CRT_LOG_LEVEL <= TVM_CRT_LOG_LEVEL_DEBUG
 #define LOG_DEBUG(...) TVMLogf(TVM_CRT_LOG_LEVEL_DEBUG, __VA_ARGS__)
 #else
@@ -51,8 +63,4 @@ void TVMPlatformLog(int level, const char* message, size_t length);
 #define LOG_ERROR(...) ((void)0)
 #endif
 
-#ifdef __cplusplus
-}
-#endif
-
-#endif /* TVM_RUNTIME_CRT_LOGGING_H_ */
+#endif /* TVM_RUNTIME_CRT_LOGGING_H_LEVELS_ */

@@ -10,6 +10,7 @@
 #ifndef TVM_RUNTIME_CRT_MODULE_H_
 #define TVM_RUNTIME_CRT_MODULE_H_
 
+#include <stddef.h>
 #include <tvm/runtime/c_runtime_api.h>
 #include <tvm/runtime/crt/compiler.h>
 #include <tvm/runtime/crt/error_codes.h>
@@ -27,6 +28,22 @@ typedef struct TVMModule {
 /*! \brief The system library: generated code defines it. Firmware without a system library links
  * a weak default returning NULL, and runtime.SystemLib then fails with kTvmErrorSystemLibMissing. */
 const TVMModule* TVMSystemLibEntryPoint(void);
+
+/*! \brief One model of a firmware that links several: its name (the model name, `tvmgen_<name>_...`) and
+ * its system library's own entry point (`tvmgen_<name>_system_lib`). */
+typedef struct TVMSystemLibTableEntry {
+  const char* name;
+  const TVMModule* (*entry_point)(void);
+} TVMSystemLibTableEntry;
+
+/*! \brief The firmware's table of named system libraries (generated into evaluation firmware by
+ * utvm.evaluate.build_firmware); sets *num_entries. A weak default returns NULL and 0 (no named models:
+ * only TVMSystemLibEntryPoint). TVMSystemLibEntryPoint is the firmware's default model (the first). */
+const TVMSystemLibTableEntry* TVMSystemLibTable(size_t* num_entries);
+
+/*! \brief The system library of the model `name` (an entry of TVMSystemLibTable), or NULL when the firmware
+ * links no model of that name. runtime.SystemLib(name) calls it. */
+const TVMModule* TVMSystemLibLookup(const char* name);
 
 /*! \brief Register `mod` (static storage, not owned) and return its handle. Registering the same module
  * again returns the same handle. kTvmErrorModuleRegistryFull when every slot is taken,

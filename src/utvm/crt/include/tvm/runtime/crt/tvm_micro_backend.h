@@ -27,17 +27,23 @@ extern "C" {
 #define TVM_MICRO_ERROR_BAD_CONTEXT kTvmErrorExecutorModuleBadContext
 
 /*! \brief Where a model runs: memory the application provides. Owned by the application; may be
- * const-initialised and live in flash when the workspaces are global buffers. */
+ * const-initialised and live in flash when the workspaces are global buffers (the generated code and the
+ * runtime only read it, through `const TVMContext*`):
+ *
+ *   static uint8_t workspace[TVMGEN_M_WORKSPACE_SIZE] __attribute__((aligned(16)));
+ *   static void* const workspaces[1] = {workspace};
+ *   static const TVMContext context = {workspaces};
+ */
 typedef struct TVMContext {
   /*! \brief workspace[i]: memory for workspace pool i, TVMGetWorkspaceSize(model, i) bytes, aligned to
    * TVM_MICRO_WORKSPACE_ALIGNMENT. Read only by models compiled with `--workspace user`; NULL otherwise
    * allowed. Not owned: it must stay valid during TVMExecute. */
-  void** workspace;
+  void* const* workspace;
 } TVMContext;
 
 /*! \brief The generated entry point: `inputs`/`outputs` point to the model's
  * struct tvmgen_<model>_inputs / _outputs; returns 0 or an error code. */
-typedef int32_t (*TVMMicroEntryPoint)(void* inputs, void* outputs, TVMContext* context);
+typedef int32_t (*TVMMicroEntryPoint)(void* inputs, void* outputs, const TVMContext* context);
 
 /*! \brief A compiled model, generated as `const TVMModel tvmgen_<model>_model` (can live in flash). */
 typedef struct TVMModel {

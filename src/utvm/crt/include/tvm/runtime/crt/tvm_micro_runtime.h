@@ -16,10 +16,11 @@
  * With a model compiled with `--workspace user`, give the workspace through a context:
  *
  *   static uint8_t workspace[TVMGEN_MY_MODEL_WORKSPACE_SIZE] __attribute__((aligned(16)));
- *   void* workspaces[1] = {workspace};
- *   TVMContext context;
- *   TVMSetWorkspaces(&context, workspaces);
+ *   static void* const workspaces[1] = {workspace};
+ *   static const TVMContext context = {workspaces};   (const: may live in flash)
  *   err = TVMExecute(&tvmgen_my_model_model, &in, &out, &context);
+ *
+ * or fill a mutable context at run time with TVMSetWorkspaces(&context, workspaces).
  */
 #ifndef TVM_RUNTIME_CRT_TVM_MICRO_RUNTIME_H_
 #define TVM_RUNTIME_CRT_TVM_MICRO_RUNTIME_H_
@@ -32,12 +33,14 @@ extern "C" {
 
 /*! \brief Run `model` on the struct tvmgen_<model>_inputs / _outputs pointed to by inputs / outputs.
  * `context` may be NULL unless the model takes its workspace from it. Returns 0 or an error code. */
-static inline int32_t TVMExecute(const TVMModel* model, void* inputs, void* outputs, TVMContext* context) {
+static inline int32_t TVMExecute(const TVMModel* model, void* inputs, void* outputs,
+                                 const TVMContext* context) {
   return model->entrypoint(inputs, outputs, context);
 }
 
-/*! \brief Point `context` at the application's workspaces (one per pool; see TVMGetWorkspaceSize). */
-static inline void TVMSetWorkspaces(TVMContext* context, void** workspaces) {
+/*! \brief Point a mutable `context` at the application's workspaces (one per pool; see
+ * TVMGetWorkspaceSize). A context known at build time can instead be a `static const TVMContext`. */
+static inline void TVMSetWorkspaces(TVMContext* context, void* const* workspaces) {
   context->workspace = workspaces;
 }
 

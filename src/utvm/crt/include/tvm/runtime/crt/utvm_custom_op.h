@@ -1,0 +1,70 @@
+/*
+ * utvm_custom_op.h -- the signature of a user operator bound with `--custom-op NAME=FILE.c:symbol`
+ * (docs/custom_ops.md). Plain C99, no runtime dependency: the user's file includes only this header.
+ *
+ * The generated code calls
+ *
+ *   int32_t symbol(const UtvmCustomTensor* inputs, int32_t num_inputs, UtvmCustomTensor* outputs,
+ *                  int32_t num_outputs, const uint8_t* options, int32_t options_size);
+ *
+ * once per run of the model, in the operator's place. Every tensor is dense, row-major, on the CPU; the
+ * output buffers are the model's planned memory (write every element; do not keep the pointers). `options`
+ * are the operator's option bytes as the model stores them (a TFLite CUSTOM op's custom_options, a
+ * flexbuffer; NULL with options_size 0 when it has none). Return 0 on success; any other value stops the
+ * run and is what the model's run function returns.
+ */
+#ifndef TVM_RUNTIME_CRT_UTVM_CUSTOM_OP_H_
+#define TVM_RUNTIME_CRT_UTVM_CUSTOM_OP_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*! \brief The version of this interface; changes only when the signature or the struct below change. */
+#define UTVM_CUSTOM_OP_ABI_VERSION 1
+
+/*! \brief The most inputs plus outputs one user operator may have. */
+#define UTVM_CUSTOM_OP_MAX_TENSORS 16
+
+/*! \brief dtype codes (DLPack's): signed integer, unsigned integer, IEEE float, bool (one byte). */
+#define UTVM_CUSTOM_INT 0U
+#define UTVM_CUSTOM_UINT 1U
+#define UTVM_CUSTOM_FLOAT 2U
+#define UTVM_CUSTOM_BOOL 6U
+
+/*! \brief One input or output of a user operator. */
+typedef struct {
+  void* data;            /*!< the first element (an input's: read only) */
+  uint8_t dtype_code;    /*!< UTVM_CUSTOM_INT, _UINT, _FLOAT or _BOOL */
+  uint8_t dtype_bits;    /*!< 8, 16, 32 or 64 */
+  int32_t ndim;          /*!< rank (0 for a scalar) */
+  const int64_t* shape;  /*!< ndim extents */
+  float scale;           /*!< quantization scale; 0.0f when the tensor is not quantized */
+  int32_t zero_point;    /*!< quantization zero point; 0 when the tensor is not quantized */
+} UtvmCustomTensor;
+
+/*! \brief The type of a user operator. */
+typedef int32_t (*UtvmCustomOpFunc)(const UtvmCustomTensor* inputs, int32_t num_inputs,
+                                    UtvmCustomTensor* outputs, int32_t num_outputs, const uint8_t* options,
+                                    int32_t options_size);
+
+/*!
+ * \brief What a generated operator passes, besides the DLTensors, to the packed wrapper of a user operator
+ * (packed convention only: the last argument, a kTVMOpaqueHandle): every tensor's description (inputs,
+ * then outputs; the wrapper takes data pointers from the DLTensors) and the option bytes.
+ */
+typedef struct {
+  int32_t num_inputs;
+  int32_t num_outputs;
+  const UtvmCustomTensor* tensors;
+  const uint8_t* options;
+  int32_t options_size;
+} UtvmCustomCall;
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* TVM_RUNTIME_CRT_UTVM_CUSTOM_OP_H_ */
