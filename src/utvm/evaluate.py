@@ -18,7 +18,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import shutil
 import stat
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,19 +130,12 @@ def firmware_sources(compiled: Any) -> list[Path]:
     """The model's generated C and header in one content-addressed directory (so firmware builds cache);
     the header sits beside the sources, on the include path of platforms that add each source's folder.
     The firmware-only sources (`CompiledModel.rpc_sources`: the C interface's packed RPC adapter) are in."""
-    from utvm.support import cc
     from utvm.support.archive import safe_file_name
 
     sources = {**compiled.sources, **getattr(compiled, "rpc_sources", {})}
-    blob = json.dumps([sorted(sources.items()), sorted(compiled.includes.items())]).encode()
-    key = hashlib.sha256(blob).hexdigest()[:20]
-    d = cc.cache_dir() / "model-src" / f"{compiled.prefix}-{key}"
     files = {safe_file_name(name, "generated file"): text for name, text in {**sources,
                                                                               **compiled.includes}.items()}
-    if not d.exists():
-        d.mkdir(parents=True, exist_ok=True)
-        for name, text in files.items():
-            (d / name).write_text(text)
+    d = _cached_source_dir(compiled.prefix, files)
     return sorted(d / name for name in sources)
 
 
@@ -175,20 +170,12 @@ def debug_firmware_sources(compiled: Any) -> list[Path]:
     in their own content-addressed directory; the model's own files where no wrapper is needed."""
     from utvm.compiler.debug import debug_firmware_sources as with_wrappers
     from utvm.compiler.debug import needs_wrappers
-    from utvm.support import cc
 
     paths = firmware_sources(compiled)
     if not needs_wrappers(compiled):
         return paths
-    texts = with_wrappers(compiled, {p.name: p.read_text() for p in paths})
-    others = {f.name: f.read_text() for f in paths[0].parent.iterdir() if f.is_file() and f.name not in texts}
-    key = hashlib.sha256(json.dumps([sorted(texts.items()), sorted(others.items())]).encode()).hexdigest()[:20]
-    d = cc.cache_dir() / "model-src" / f"{compiled.prefix}-debug-{key}"
-    if not d.exists():
-        d.mkdir(parents=True, exist_ok=True)
-        for name, text in {**others, **texts}.items():
-            (d / name).write_text(text)
-    return sorted(d / name for name in texts)
+    return _rewritten(paths, with_wrappers(compiled, {p.name: p.read_text() for p in paths}),
+                      f"{compiled.prefix}-debug")
 
 
 def build_firmware(compiled: Any | Sequence[Any], platform: str = "host", debug: bool = False, *,
@@ -226,10 +213,7 @@ def build_firmware(compiled: Any | Sequence[Any], platform: str = "host", debug:
         if renamed:  # every model's TVMSystemLibEntryPoint becomes its own tvmgen_<m>_system_lib
             texts = rename_entry_point(m, {q.name: q.read_text() for q in paths},
                                        codegen.model_system_lib_name(m.model_name))
-            others = {f.name: f.read_text() for f in paths[0].parent.iterdir()
-                      if f.is_file() and f.name not in texts}
-            d = _cached_source_dir(f"{m.prefix}-multi", {**others, **texts})
-            paths = sorted(d / name for name in texts)
+            paths = _rewritten(paths, texts, f"{m.prefix}-multi")
         sources += paths
     sources = _shared_user_sources_once(sources)
     table = _cached_source_dir("system-libs", {"utvm_system_libs.c": codegen.system_lib_table_source(names,
@@ -280,16 +264,30 @@ def _merged_crt_config(configs: Sequence[Mapping[str, int]]) -> dict[str, int]:
 
 
 def _cached_source_dir(label: str, files: Mapping[str, str]) -> Path:
-    """`files` (name -> text) in a content-addressed directory of utvm's cache (so firmware builds cache)."""
+    """`files` (name -> text) in a content-addressed directory of utvm's cache (so firmware builds cache).
+    It is written beside its place and renamed into it, so no build ever sees it half written."""
     from utvm.support import cc
 
     key = hashlib.sha256(json.dumps(sorted(files.items())).encode()).hexdigest()[:20]
     d = cc.cache_dir() / "model-src" / f"{label}-{key}"
     if not d.exists():
-        d.mkdir(parents=True, exist_ok=True)
+        d.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}-", dir=d.parent))
         for name, text in files.items():
-            (d / name).write_text(text)
+            (tmp / name).write_text(text)
+        try:
+            tmp.rename(d)
+        except OSError:  # another process got there first with the same content
+            shutil.rmtree(tmp, ignore_errors=True)
     return d
+
+
+def _rewritten(paths: Sequence[Path], texts: Mapping[str, str], label: str) -> list[Path]:
+    """The sources `paths` with some replaced by `texts` (name -> new text), in a cached directory of their
+    own beside copies of the other files of their directory (the model's header); the paths of `texts`."""
+    others = {f.name: f.read_text() for f in paths[0].parent.iterdir() if f.is_file() and f.name not in texts}
+    d = _cached_source_dir(label, {**others, **texts})
+    return sorted(d / name for name in texts)
 
 
 def run_on_device(session: Any, compiled: Any, inputs: Sequence[np.ndarray], repeat: int = 0
@@ -384,32 +382,38 @@ class Verdict:
     ok: bool
 
 
+def differences(got: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, float]:
+    """(mask of the elements of `got` that differ from `want`, max abs difference) of two arrays of one
+    shape: integers must be equal; floats may differ by FLOAT_TOLERANCE relative to the reference's
+    magnitude, NaN equals NaN and an infinity equals itself (a special value against anything else: inf)."""
+    got, want = np.asarray(got), np.asarray(want)
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    if got.dtype.kind == "f" or want.dtype.kind == "f":
+        special = ~np.isfinite(g) | ~np.isfinite(w)
+        bad_special = special & ~(np.isnan(g) & np.isnan(w) | (g == w) & special)
+        finite = ~special
+        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: not a difference that counts here
+            diff = np.where(finite, np.abs(g - w), 0.0)
+        magnitude = float(np.abs(w[finite]).max()) if finite.any() else 1.0
+        differs = bad_special | (diff > FLOAT_TOLERANCE * max(1.0, magnitude))
+        max_abs = math.inf if bad_special.any() else float(diff.max()) if diff.size else 0.0
+    else:
+        differs = got.astype(np.int64) != want.astype(np.int64) if got.dtype.kind != "b" else got != want
+        max_abs = float(np.abs(g - w).max()) if g.size else 0.0
+    return differs, max_abs
+
+
 def compare(outputs: Sequence[np.ndarray], refs: Sequence[np.ndarray]) -> Verdict:
     """int outputs must be bit-exact, float ones within FLOAT_TOLERANCE relative to the reference's
-    magnitude; NaN-aware (see Verdict)."""
+    magnitude; NaN-aware (see Verdict and `differences`)."""
     bit_exact, max_err, ok = True, 0.0, True
     for got, want in zip(outputs, refs, strict=True):
         got, want = np.asarray(got), np.asarray(want)
         if got.shape != want.shape:
             return Verdict(False, math.inf, False)
-        if got.dtype.kind == "f" or want.dtype.kind == "f":
-            g, w = got.astype(np.float64), want.astype(np.float64)
-            special = ~np.isfinite(g) | ~np.isfinite(w)
-            same_special = np.isnan(g) & np.isnan(w) | (g == w) & special
-            if np.any(special & ~same_special):
-                return Verdict(False, math.inf, False)
-            finite = ~special
-            err = float(np.abs(g[finite] - w[finite]).max()) if finite.any() else 0.0
-            max_err = max(max_err, err)
-            if not np.array_equal(got, want.astype(got.dtype), equal_nan=True):
-                bit_exact = False
-            magnitude = float(np.abs(w[finite]).max()) if finite.any() else 1.0
-            ok &= err <= FLOAT_TOLERANCE * max(1.0, magnitude)
-        else:
-            diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
-            err = float(diff.max()) if diff.size else 0.0
-            max_err = max(max_err, err)
-            if not np.array_equal(got, want.astype(got.dtype)):
-                bit_exact = False
-            ok &= err == 0.0
+        differs, err = differences(got, want)
+        max_err = max(max_err, err)
+        ok &= not differs.any()
+        if not np.array_equal(got, want.astype(got.dtype), equal_nan=got.dtype.kind == "f"):
+            bit_exact = False
     return Verdict(bit_exact, max_err, bool(ok))

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from utvm.errors import ModelError, OracleError, UsageError, UtvmError
-from utvm.evaluate import FLOAT_TOLERANCE
+from utvm.evaluate import differences
 
 
 @dataclass(frozen=True)
@@ -93,20 +93,7 @@ def compare_tensor(got: np.ndarray, want: np.ndarray) -> tuple[float, int, tuple
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
         raise ValueError(f"shape {list(got.shape)} against the reference's {list(want.shape)}")
-    g, w = got.astype(np.float64), want.astype(np.float64)
-    if got.dtype.kind == "f" or want.dtype.kind == "f":
-        special = ~np.isfinite(g) | ~np.isfinite(w)
-        same_special = (np.isnan(g) & np.isnan(w)) | ((g == w) & special)
-        finite = ~special
-        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: not a difference that counts here
-            diff = np.where(finite, np.abs(g - w), 0.0)
-        magnitude = float(np.abs(w[finite]).max()) if finite.any() else 1.0
-        differs = (special & ~same_special) | (diff > FLOAT_TOLERANCE * max(1.0, magnitude))
-        max_abs = math.inf if np.any(special & ~same_special) else float(diff.max()) if diff.size else 0.0
-    else:
-        diff = np.abs(g - w)
-        differs = got.astype(np.int64) != want.astype(np.int64) if got.dtype.kind != "b" else got != want
-        max_abs = float(diff.max()) if diff.size else 0.0
+    differs, max_abs = differences(got, want)
     flat = np.flatnonzero(differs)
     first = tuple(int(i) for i in np.unravel_index(int(flat[0]), got.shape)) if flat.size else None
     return max_abs, int(flat.size), first
@@ -168,7 +155,7 @@ def run_layers(session: Any, compiled: Any, inputs: Sequence[np.ndarray]) -> dic
     from utvm.compiler.kernels import is_alias_op
 
     graph = compiled.graph
-    mod = session.system_lib()
+    mod = session.system_lib(compiled.model_name)  # its own module, also beside other models
     env: dict[str, np.ndarray] = {name: np.asarray(a) for name, a in zip(graph.inputs, inputs, strict=True)}
     computed: dict[str, np.ndarray] = {}
     by_node = {op.node: op for op in compiled.operators}

@@ -151,7 +151,7 @@ def load(path: str | os.PathLike) -> CompiledModel:
                               tuple(memory.parse_pool(str(v)) for v in o.get("memory_pools", ())),
                               str(o.get("constants_section", "")))
         main = mod["memory"]["functions"]["main"][0]
-        plan = MemoryPlan.from_json(mod["memory"]["plan"])
+        plan = MemoryPlan.from_json(mod["memory"]["plan"], mod["memory"].get("pools", ()))
 
         def infos(xs: list) -> tuple[TensorInfo, ...]:
             return tuple(TensorInfo(x["name"], tuple(x["shape"]), x["dtype"]) for x in xs)

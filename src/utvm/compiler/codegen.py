@@ -37,7 +37,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from utvm.compiler.header import ModelInterface
+from utvm import custom_ops
+from utvm.compiler.header import ModelInterface, reset_state_signature
 from utvm.compiler.kernels import C_TYPES, DL_TYPES, FileScope
 from utvm.compiler.kernels import custom as custom_kernel
 from utvm.compiler.lower import Lowered, OperatorFunc
@@ -285,7 +286,7 @@ def ops_source(lowered: Lowered, opts: Options) -> str:
         out += [constants_attr(opts), _in_constants_section("\n".join(file.decls)), ""]
     elif file.decls:
         out += ["\n".join(file.decls), ""]
-    user_ops = custom_kernel.call_source([(f.name, f.node) for f in lowered.funcs if f.node.op == "custom"],
+    user_ops = custom_kernel.call_source([(f.name, f.node) for f in lowered.funcs if f.node.op == custom_ops.OP],
                                          prefix, packed=not opts.unpacked_api)
     if user_ops:  # how the user operators' functions are reached in this convention (kernels/custom.py)
         out += [user_ops, ""]
@@ -469,14 +470,6 @@ def main_source(lowered: Lowered, opts: Options, iface: ModelInterface) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def reset_state_signature(prefix: str, user_ws: bool, pooled: bool = False) -> str:
-    """The C signature of the generated state reset of a model with stateful operators (with memory pools
-    and a user workspace it takes the pools' pointers, as TVMContext.workspace does)."""
-    if user_ws and pooled:
-        return f"void {prefix}_reset_state(void* const* workspaces)"
-    return f"void {prefix}_reset_state({'void* workspace' if user_ws else 'void'})"
-
-
 def _reset_state_source(lowered: Lowered, prefix: str, user_ws: bool, pooled: bool = False) -> str:
     """`tvmgen_<m>_reset_state`: zero every persistent block (the state of stateful operators), i.e. start a
     new stream as after boot. A user workspace is passed in (it must also be zeroed before the first run)."""
@@ -629,10 +622,7 @@ def system_lib_entries(lowered: Lowered, opts: Options) -> list[tuple[str, str]]
 
 
 def system_lib_source(lowered: Lowered, opts: Options, iface: ModelInterface) -> str:
-    """The system library of the packed interface (with interface c: `rpc_adapter_source`)."""
-    if opts.interface_api == "c":
-        return rpc_adapter_source(opts, iface, lowered.plan.workspace_bytes,
-                                  tuple((u.used, u.spec.align) for u in lowered.plan.pools))
+    """The system library of the packed interface (interface c has `rpc_adapter_source`, firmware only)."""
     return _system_lib(opts, iface, system_lib_entries(lowered, opts), 0)
 
 

@@ -75,9 +75,11 @@ class CompileOptions:
         if self.target not in TARGETS:
             raise CompileError(f"target {self.target!r}: choose one of {', '.join(TARGETS)}")
         memory.check_pools(self.memory_pools)
-        if self.constants_section and not re.fullmatch(r"[A-Za-z0-9_.$]{1,64}", self.constants_section):
-            raise CompileError(f"constants section {self.constants_section[:40]!r} is not a section name "
-                               "([A-Za-z0-9_.$]+, at most 64 characters)")
+        if self.constants_section:
+            try:
+                memory.check_section(self.constants_section, "constants section")
+            except ValueError as exc:
+                raise CompileError(str(exc)) from None
 
     @property
     def convention(self) -> str:
@@ -316,8 +318,7 @@ def compile(  # noqa: A001 - the public name the brief and DESIGN use
 def _emit(source: Graph, lowered: Lowered, opts: CompileOptions, log: list[tuple[str, int]]) -> CompiledModel:
     graph = lowered.graph
     iface = model_interface(graph, opts.model_name)
-    cg_opts = codegen.Options(opts.model_name, opts.unpacked_api, opts.interface_api, opts.workspace, opts.rounding,
-                              utvm.__version__, opts.constants_section)
+    cg_opts = codegen_options(opts)
     prefix = f"tvmgen_{opts.model_name}"
     sources = {
         f"{prefix}_ops.c": codegen.ops_source(lowered, cg_opts),
@@ -353,6 +354,12 @@ def _emit(source: Graph, lowered: Lowered, opts: CompileOptions, log: list[tuple
                          log, constant_bytes, rpc_sources=rpc)
 
 
+def codegen_options(opts: CompileOptions) -> codegen.Options:
+    """What the code generator takes of the compile options."""
+    return codegen.Options(opts.model_name, opts.unpacked_api, opts.interface_api, opts.workspace, opts.rounding,
+                           utvm.__version__, opts.constants_section)
+
+
 def system_lib_name(model_name: str) -> str:
     return f"tvmgen_{model_name}_system_lib.c"
 
@@ -363,8 +370,7 @@ def rpc_sources(opts: CompileOptions, iface: ModelInterface, workspace_bytes: in
     system library holding the packed RPC adapter (codegen.rpc_adapter_source); nothing otherwise."""
     if opts.interface_api != "c":
         return {}
-    cg_opts = codegen.Options(opts.model_name, opts.unpacked_api, opts.interface_api, opts.workspace, opts.rounding,
-                              utvm.__version__, opts.constants_section)
+    cg_opts = codegen_options(opts)
     pool_bytes = tuple((u.used, u.spec.align) for u in pools)
     return {system_lib_name(opts.model_name): codegen.rpc_adapter_source(cg_opts, iface, workspace_bytes, pool_bytes)}
 

@@ -234,10 +234,12 @@ def header_macros(metadata: Mapping[str, Any], model_name: str | None = None) ->
     return out
 
 
-def _reset_state_signature(prefix: str, user_ws: bool, pooled: bool) -> str:
-    from utvm.compiler.codegen import reset_state_signature  # codegen imports this module
-
-    return reset_state_signature(prefix, user_ws, pooled)
+def reset_state_signature(prefix: str, user_ws: bool, pooled: bool = False) -> str:
+    """The C signature of the generated state reset of a model with stateful operators (with memory pools
+    and a user workspace it takes the pools' pointers, as TVMContext.workspace does)."""
+    if user_ws and pooled:
+        return f"void {prefix}_reset_state(void* const* workspaces)"
+    return f"void {prefix}_reset_state({'void* workspace' if user_ws else 'void'})"
 
 
 def pool_macros(mod: Mapping[str, Any], up: str) -> dict[str, int]:
@@ -344,6 +346,6 @@ def header_source(iface: ModelInterface, metadata: Mapping[str, Any], interface_
     if header_plan(metadata, m).get("persistent"):  # stateful operators
         ws = " (the workspace passed to the runs)" if workspace == "user" else ""
         lines += ["", f"/*! Zero the state the model keeps from run to run{ws}: a new stream, as after boot. */",
-                  _reset_state_signature(prefix, workspace == "user", bool(pool_lines)) + ";"]
+                  reset_state_signature(prefix, workspace == "user", bool(pool_lines)) + ";"]
     lines += ["", "#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */", ""]
     return "\n".join(lines)

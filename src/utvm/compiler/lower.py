@@ -116,11 +116,11 @@ class MemoryPlan:
             "locations": {t: [k, w] for t, (k, w) in self.locations.items()},
             "scratch": dict(self.scratch),
             "persistent": dict(self.persistent),
-            **({"pools": [memory.pool_to_json(u) for u in self.pools]} if self.pools else {}),
-        }
+        }  # the pools are metadata.json's modules.<m>.memory.pools (driver.build_metadata), beside the plan
 
     @staticmethod
-    def from_json(d: dict) -> MemoryPlan:
+    def from_json(d: dict, pools: Sequence[dict] = ()) -> MemoryPlan:
+        """The plan of `d` (to_json) in the pools `pools` (metadata.json's modules.<m>.memory.pools)."""
         return MemoryPlan(
             algorithm=d["algorithm"], workspace_bytes=int(d["workspace_bytes"]),
             lower_bound_bytes=int(d["lower_bound_bytes"]), optimal=bool(d["optimal"]),
@@ -131,7 +131,7 @@ class MemoryPlan:
             scratch={k: int(v) for k, v in d["scratch"].items()},
             aliases=int(d["aliases"]), inplace=int(d["inplace"]),
             persistent={k: int(v) for k, v in d.get("persistent", {}).items()},
-            pools=tuple(memory.pool_from_json(u) for u in d.get("pools", ())))
+            pools=tuple(memory.pool_from_json(u) for u in pools))
 
 
 @dataclass

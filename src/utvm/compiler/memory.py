@@ -264,7 +264,13 @@ def check(items: Sequence[Interval], offsets: dict[int, int]) -> None:
 SIZE_SUFFIXES = {"": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024 * 1024, "mb": 1024 * 1024,
                  "mib": 1024 * 1024}
 _POOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SECTION_NAME = re.compile(r"[A-Za-z0-9_.$]+")
+_SECTION_NAME = re.compile(r"[A-Za-z0-9_.$]{1,64}")
+
+
+def check_section(value: str, what: str) -> None:
+    """A linker section name (a pool's `section=`, --constants-section): ValueError naming `what` if not."""
+    if not _SECTION_NAME.fullmatch(value):
+        raise ValueError(f"{what} {value[:40]!r} is not a section name ([A-Za-z0-9_.$]+, at most 64 characters)")
 MAX_POOL_BYTES = 2**31 - 1
 
 
@@ -320,8 +326,7 @@ def parse_pool(text: str) -> PoolSpec:
         if key == "rw" and not eq:
             continue
         if key == "section" and eq:
-            if not _SECTION_NAME.fullmatch(value) or len(value) > 64:
-                raise ValueError(f"pool {name}: section {value[:40]!r} is not a section name ([A-Za-z0-9_.$]+)")
+            check_section(value, f"pool {name}: section")
             section = value
         elif key == "align" and eq:
             if not value.isdigit() or int(value) < 1 or int(value) & (int(value) - 1) or int(value) > 4096:

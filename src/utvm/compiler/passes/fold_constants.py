@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from utvm import custom_ops
 from utvm.ir.graph import Graph
 from utvm.ops import op_module
 
@@ -21,7 +22,7 @@ def fold_constants(graph: Graph) -> Graph:
     folded = False
     for node in graph.nodes:
         names = [x for x in node.inputs if x]
-        foldable = (node.op != "custom"  # a user operator is never run at compile time
+        foldable = (node.op != custom_ops.OP  # a user operator is never run at compile time
                     and names and all(g.tensors[x].is_constant for x in names)
                     and not any(o in graph.outputs for o in node.outputs))
         if not foldable:

@@ -21,11 +21,12 @@ from typing import Any, ClassVar
 
 from utvm.errors import PlatformError
 from utvm.platform import deliver
-from utvm.platform.qemu.boards import INSTRUCTIONS_PER_SECOND, get_board
+from utvm.platform.qemu.boards import INSTRUCTIONS_PER_SECOND, Board, get_board
 from utvm.platform.qemu.project import APPS_DIR, FirmwareSpec, build_firmware
 from utvm.platform.qemu.runner import QemuTransport
 
-__all__ = ["QemuCortexM3Platform", "QemuCortexM4Platform", "QemuCortexM7Platform", "QemuPlatform", "QemuTransport"]
+__all__ = ["CortexMFirmware", "QemuCortexM3Platform", "QemuCortexM4Platform", "QemuCortexM7Platform", "QemuPlatform",
+           "QemuTransport"]
 
 #: The host platform's test library is platform neutral (C99 + CRT); the QEMU firmware links the same file.
 TEST_FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "host"
@@ -42,19 +43,14 @@ DEFAULT_CRT_CONFIG: dict[str, int] = {
 PLATFORM_MEMORY_BYTES = 1024 * 1024
 
 
-class QemuPlatform:
-    """A QEMU MPS2 board as a utvm platform (subclasses fix the board)."""
+class CortexMFirmware:
+    """The Cortex-M RPC firmware (template/apps/main_rpc.c + CRT + board support) as a platform builds it:
+    `firmware_spec` says what goes in, `build` makes and delivers the ELF. A subclass gives `name` and
+    `board`, and may change the spec (the serial-board platform swaps the board files) or how the ELF is
+    made (`_build_elf`)."""
 
     name: ClassVar[str] = ""
-    #: The CPU the board emulates (utvm.target): what code generated for this platform may assume.
-    target: ClassVar[str] = ""
-    #: Under -icount shift=0 the device's clock counts instructions: seconds * this = instructions.
-    instructions_per_second: ClassVar[int] = INSTRUCTIONS_PER_SECOND
-
-    def __init__(self) -> None:
-        if not self.name:
-            raise PlatformError("QemuPlatform is abstract: use qemu-cortex-m3, qemu-cortex-m4 or qemu-cortex-m7")
-        self.board = get_board(self.name)
+    board: Board
 
     def firmware_spec(
         self,
@@ -114,7 +110,7 @@ class QemuPlatform:
         crt_config_file: Path | str | None = None,
         **kwargs: Any,
     ) -> Path:
-        """Build the RPC firmware; returns its ELF (a copy at `output` when given). Cached by content."""
+        """Build the RPC firmware; returns its ELF (a copy at `output` when given)."""
         if kwargs:
             raise PlatformError(f"{self.name}: build() got unsupported options {sorted(kwargs)}")
         spec = self.firmware_spec(
@@ -125,8 +121,25 @@ class QemuPlatform:
             include_dirs=include_dirs,
             crt_config_file=crt_config_file,
         )
-        elf = build_firmware(spec, "rpc") / "build" / "firmware.elf"
-        return deliver(elf, output)
+        return deliver(self._build_elf(spec), output)
+
+    def _build_elf(self, spec: FirmwareSpec) -> Path:
+        """Make the firmware of `spec`; its ELF (cached by content)."""
+        return build_firmware(spec, "rpc") / "build" / "firmware.elf"
+
+
+class QemuPlatform(CortexMFirmware):
+    """A QEMU MPS2 board as a utvm platform (subclasses fix the board)."""
+
+    #: The CPU the board emulates (utvm.target): what code generated for this platform may assume.
+    target: ClassVar[str] = ""
+    #: Under -icount shift=0 the device's clock counts instructions: seconds * this = instructions.
+    instructions_per_second: ClassVar[int] = INSTRUCTIONS_PER_SECOND
+
+    def __init__(self) -> None:
+        if not self.name:
+            raise PlatformError("QemuPlatform is abstract: use qemu-cortex-m3, qemu-cortex-m4 or qemu-cortex-m7")
+        self.board = get_board(self.name)
 
     def start(self, firmware: Path | str, **session_kwargs: Any) -> Any:
         """Run `firmware` in QEMU and return a connected utvm.rpc.Session over UART0."""

@@ -33,10 +33,9 @@ from utvm.errors import (
     SessionTimeoutError,
     TransportError,
 )
-from utvm.platform import deliver
 from utvm.platform.qemu.boards import Board, cross_tool
-from utvm.platform.qemu.platform import QemuPlatform
-from utvm.platform.qemu.project import FirmwareSpec, build_firmware, generate_project
+from utvm.platform.qemu.platform import CortexMFirmware
+from utvm.platform.qemu.project import FirmwareSpec, generate_project
 from utvm.platform.serial_board.config import BoardConfig, active_board_config, load_board_config
 from utvm.rpc import Session
 from utvm.rpc.transport import SerialTransport
@@ -139,7 +138,7 @@ class BoardSession(Session):
                 log.warning("%s", exc)
 
 
-class SerialBoardPlatform:
+class SerialBoardPlatform(CortexMFirmware):
     """A real board on a serial port, described by a board.toml (see the module docstring)."""
 
     name: ClassVar[str] = "serial-board"
@@ -184,8 +183,7 @@ class SerialBoardPlatform:
         The board's workspace_bytes replaces the QEMU default (a user's crt_config_file still decides)."""
         cfg = self.config
         workspace = {"TVM_CRT_WORKSPACE_SIZE_BYTES": cfg.workspace_bytes}
-        spec = QemuPlatform.firmware_spec(
-            self,  # type: ignore[arg-type]  # uses only .name and .board
+        spec = super().firmware_spec(
             with_test_functions=with_test_functions,
             crt_config={**(workspace if crt_config_file is None else {}), **(crt_config or {})},
             extra_sources=extra_sources,
@@ -215,34 +213,11 @@ class SerialBoardPlatform:
             linker_script=linker,
         )
 
-    def build(
-        self,
-        *,
-        with_test_functions: bool = True,
-        crt_config: Mapping[str, int | str] | None = None,
-        extra_sources: Sequence[Path | str] = (),
-        system_lib_sources: Sequence[Path | str] = (),
-        output: Path | str | None = None,
-        include_dirs: Sequence[Path | str] = (),
-        crt_config_file: Path | str | None = None,
-        **kwargs: Any,
-    ) -> Path:
-        """Build the RPC firmware for the board; returns its ELF (a copy at `output` when given)."""
-        if kwargs:
-            raise PlatformError(f"{self.name}: build() got unsupported options {sorted(kwargs)}")
-        spec = self.firmware_spec(
-            with_test_functions=with_test_functions,
-            crt_config=crt_config,
-            extra_sources=extra_sources,
-            system_lib_sources=system_lib_sources,
-            include_dirs=include_dirs,
-            crt_config_file=crt_config_file,
-        )
+    def _build_elf(self, spec: FirmwareSpec) -> Path:
+        """utvm's build of the firmware from the board's files, or the board's own `[build] command`."""
         if self.config.build_command is None:
-            elf = build_firmware(spec, "rpc") / "build" / "firmware.elf"
-        else:
-            elf = self._build_with_command(spec)
-        return deliver(elf, output)
+            return super()._build_elf(spec)
+        return self._build_with_command(spec)
 
     def _build_with_command(self, spec: FirmwareSpec) -> Path:
         """Generate utvm's sources into a project directory of the cache and run the user's command on it
