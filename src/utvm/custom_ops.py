@@ -36,6 +36,9 @@ from utvm.errors import UsageError
 
 #: the canonical op name of a user operator
 OP = "custom"
+#: inputs + outputs of one user operator: UTVM_CUSTOM_OP_MAX_TENSORS of <tvm/runtime/crt/utvm_custom_op.h>,
+#: which sizes the generated code's arrays (tests/cli/test_custom_ops.py checks the two agree)
+MAX_TENSORS = 16
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _IDENT_SUB = re.compile(r"[^A-Za-z0-9_]")
@@ -228,6 +231,18 @@ def user_sources(graph: Any) -> dict[str, str]:
         seen[fname] = b.source
         out[fname] = b.text()
     return out
+
+
+def check_all_used(graph: Any) -> None:
+    """A UsageError naming every bound operator `graph` does not run as a user operator: a name the model
+    lacks, or one utvm implements itself (only CUSTOM codes and operators without a converter are bound),
+    so a binding is never silently ignored."""
+    used = {str(n.attrs.get("name")) for n in graph.nodes if n.op == OP}
+    unused = sorted((set(_C) | set(_PY)) - used)
+    if unused:
+        raise UsageError(f"--custom-op {', '.join(unused)}: the model has no such operator for a user "
+                         "implementation (a TFLite CUSTOM code or an operator utvm has no converter for; "
+                         "utvm's own operators cannot be replaced)")
 
 
 def describe(graph: Any, packed: bool) -> list[dict[str, str]]:

@@ -324,3 +324,21 @@ def test_two_packed_models_with_the_same_user_operator_share_one_firmware(tmp_pa
             x, z = session.array(X), session.empty(X.shape, "int8")
             run(x, z)
             np.testing.assert_array_equal(z.numpy(), _want(X))
+
+
+@pytest.mark.parametrize("name", ["RELU", "NoSuchOp"])
+def test_a_binding_the_model_does_not_use_is_refused(name: str, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture) -> None:
+    # RELU is utvm's own (never replaced), NoSuchOp is not in the model: either binding would be ignored
+    argv = ["compile", str(_model(tmp_path)), "-q", "-o", str(tmp_path / "m.tar"), "--custom-op", C_OP,
+            "--custom-op", f"{name}={C_FILE}:clamp_scale"]
+    assert main(argv) == EXIT_USAGE
+    err = capsys.readouterr().err.strip()
+    assert f"--custom-op {name}: the model has no such operator" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "m.tar").exists()
+
+
+def test_the_tensor_limit_is_the_c_headers() -> None:
+    header = Path(custom_ops.__file__).parent / "crt" / "include" / "tvm" / "runtime" / "crt" / "utvm_custom_op.h"
+    (value,) = re.findall(r"#define UTVM_CUSTOM_OP_MAX_TENSORS (\d+)", header.read_text())
+    assert int(value) == custom_ops.MAX_TENSORS

@@ -119,6 +119,10 @@ def compile_from_args(args: argparse.Namespace, model: Path, say=None):  # noqa:
     say(f"importing {model}")
     graph = load(model)
     say(f"imported {len(graph.nodes)} ops, {len(graph.tensors)} tensors ({time.monotonic() - t0:.2f} s)")
+    if not isinstance(getattr(args, "model", None), list):  # build-device --model A --model B: one of them
+        from utvm import custom_ops
+
+        custom_ops.check_all_used(graph)
 
     def dump(name: str, g) -> None:  # noqa: ANN001
         print(f"--- IR after {name} ({len(g.nodes)} ops) ---")

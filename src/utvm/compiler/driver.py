@@ -449,7 +449,7 @@ def build_metadata(opts: CompileOptions, iface: ModelInterface, plan: MemoryPlan
                     "header": f"tvmgen_{m}.h",
                     "run_function": f"tvmgen_{m}_run",
                     "main_function": f"tvmgen_{m}___tvm_main__",
-                    "system_lib": {"source": f"tvmgen_{m}_system_lib.c", "functions": list(sys_funcs)},
+                    "system_lib": {"source": system_lib_name(m), "functions": list(sys_funcs)},
                     "passes": [{"name": n, "nodes": k} for n, k in log],
                 },
             }

@@ -94,7 +94,7 @@ def reference(p: CustomParams, *arrays: np.ndarray) -> np.ndarray | tuple[np.nda
     if fn is None:
         raise OracleError(custom_ops.no_python_message(p.label, p.name))
     ins = [custom_ops.CustomTensor(np.asarray(a).copy(), s.scale, s.zero_point)
-           for a, s in zip(arrays, p.inputs, strict=False)]
+           for a, s in zip(arrays, p.inputs, strict=True)]
     for a in ins:
         a.data.flags.writeable = False
     outs = [custom_ops.CustomTensor(np.zeros(s.shape, s.dtype), s.scale, s.zero_point) for s in p.outputs]

@@ -45,8 +45,9 @@ def custom(ctx: KernelContext) -> KernelCode:
     _binding(p.name, ctx.label)
     ctx.file.require("custom_op_h")
     n_in, n_out = len(p.inputs), len(p.outputs)
-    if n_in + n_out > 16:  # UTVM_CUSTOM_OP_MAX_TENSORS
-        raise ctx.error(f"user operator {p.name!r} has {n_in + n_out} tensors; at most 16 (inputs + outputs)")
+    if n_in + n_out > custom_ops.MAX_TENSORS:
+        raise ctx.error(f"user operator {p.name!r} has {n_in + n_out} tensors; at most {custom_ops.MAX_TENSORS} "
+                        "(inputs + outputs)")
     lines = [f"UtvmCustomTensor t[{n_in + n_out}];"]
     exprs = [f"(void*){ctx.inputs[i]}" for i in range(n_in)] + [f"(void*){o}" for o in ctx.outputs]
     for k, (spec, expr) in enumerate(zip((*p.inputs, *p.outputs), exprs, strict=True)):
