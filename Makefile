@@ -1,6 +1,10 @@
 # utvm: `make demo` and `make test` set everything up on a fresh Debian machine (see tools/bootstrap.sh).
 PY := .venv/bin/python
 PYTEST_ARGS ?=
+# Tests run in parallel, one pytest-xdist worker per core. `loadgroup` keeps each xdist_group on one worker
+# (the fuzz campaign); everything else is spread by load. PYTEST_WORKERS=0 runs them in this process.
+PYTEST_WORKERS ?= auto
+PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup
 
 .PHONY: setup demo test test-fast lint bench clean
 
@@ -11,11 +15,11 @@ demo: setup
 	@$(PY) -m utvm.demo
 
 test: setup lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
-# Everything but the slow emulator / long fuzz tests, for quick local iterations.
+# Everything but the slow emulator tests and the fuzz campaign, for quick local iterations.
 test-fast: setup
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not slow and not fuzz" $(PYTEST_ARGS)
 
 lint: setup
 	.venv/bin/ruff check src tests bench tools

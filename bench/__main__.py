@@ -5,7 +5,7 @@ still run; the exit status is non-zero if any failed.
 
 Benchmarks: framing_c, models (host latency against LiteRT), rpc, and kernels (instructions per inference
 on qemu-cortex-m4, utvm default and tuned against TFLM's reference and CMSIS-NN firmware; its first run
-tunes the four shared models on QEMU, about ten minutes, and caches the logs).
+tunes the four models on QEMU, about ten minutes, and caches the logs).
 """
 
 from __future__ import annotations

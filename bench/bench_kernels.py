@@ -1,15 +1,19 @@
 """Instructions per inference on Cortex-M4 (QEMU mps2-an386): utvm default and tuned against TFLM's peer
-firmware (reference kernels and CMSIS-NN), all counted in this run with ../shared/peer/count.py.
+firmware (reference kernels and CMSIS-NN), all counted in this run with the peer's count.py.
 
-For each shared model (kws_ref_model, pretrainedResnet_quant, ad01_int8 from ../shared/models/mlperf_tiny,
-micro_speech_quantized from ../shared/models/tflm):
+The peer (count.py, firmware/<model>/tflm_ref.elf and tflm_cmsis_nn.elf: TFLite Micro built for mps2-an386
+with its reference and its CMSIS-NN kernels) is not part of this repository: name its folder with --peer DIR
+or $UTVM_PEER_DIR. Without it the benchmark says so in one line and measures nothing.
+
+For each model (kws_ref_model, pretrainedResnet_quant, ad01_int8 from the repository's models/mlperf_tiny,
+micro_speech_quantized from models/tflm; $UTVM_MODELS_DIR overrides the folder):
 - utvm default: the `utvm deploy` firmware for qemu-cortex-m4 with --rounding double --unpacked-api
   --seed 1 (its sample input is exactly the one linked into the peer firmware), built with the board's
   gcc -O2, counted with `count.py --call tvmgen_default_run` (the call of the model's entry in main());
 - utvm tuned: the same with --tuning-log: a log this benchmark makes with `utvm.tune` (on qemu-cortex-m4,
   --trials per task, cached under utvm's cache directory by model, kernel sources and budget, so a second
   run only counts), or the logs in --tuning-log DIR (DIR/<model>.jsonl; tuned there if missing);
-- TFLM ref / TFLM CMSIS-NN: ../shared/peer/firmware/<model>/tflm_ref.elf and tflm_cmsis_nn.elf, counted the
+- TFLM ref / TFLM CMSIS-NN: <peer>/firmware/<model>/tflm_ref.elf and tflm_cmsis_nn.elf, counted the
   same way (`count.py`, Invoke()).
 
 Columns: instructions per inference (millions), the ratios utvm / CMSIS-NN and utvm / TFLM-ref (below 1:
@@ -19,7 +23,7 @@ weights are the `constants` category of the linker-map split `utvm size` uses; f
 .tflite flatbuffer (its file size) and the input array are subtracted, which leaves the interpreter, the
 kernels and the flatbuffer reader.
 
-    python -m bench kernels [-- --models kws_ref_model] [-- --trials 32] [-- --tuning-log DIR] [-- --json F]
+    python -m bench kernels -- [--peer DIR] [--models kws_ref_model] [--trials 32] [--tuning-log DIR] [--json F]
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from utvm.support.models import models_dir
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -50,18 +56,22 @@ DEFAULT_TRIALS = 32
 FLAGS = f"utvm deploy --platform {BOARD} --rounding {ROUNDING} --unpacked-api --seed {SEED} (gcc -O2)"
 
 
-def shared_dir() -> Path:
-    return REPO.parent / "shared"
+PEER_ENV = "UTVM_PEER_DIR"
+PEER_FILES = ("tflm_ref.elf", "tflm_cmsis_nn.elf")
 
 
-def models_dir() -> Path:
-    env = os.environ.get("UTVM_MODELS_DIR")
-    return Path(env) if env else shared_dir() / "models"
+def missing_peer(peer: Path | None, names: list[str]) -> str | None:
+    """None when `peer` has count.py and both firmware of every model in `names`; else what is missing."""
+    if peer is None:
+        return f"no peer folder given (--peer DIR or ${PEER_ENV})"
+    wanted = [peer / "count.py"] + [peer / "firmware" / n / f for n in names for f in PEER_FILES]
+    absent = [str(p) for p in wanted if not p.is_file()]
+    return f"{absent[0]} is missing" + (f" (and {len(absent) - 1} more)" if len(absent) > 1 else "") if absent else None
 
 
-def count(elf: Path, call: str | None = None) -> dict[str, Any]:
+def count(peer: Path, elf: Path, call: str | None = None) -> dict[str, Any]:
     """count.py's JSON for `elf` (one boot)."""
-    cmd = [sys.executable, str(shared_dir() / "peer" / "count.py"), str(elf)]
+    cmd = [sys.executable, str(peer / "count.py"), str(elf)]
     if call:
         cmd += ["--call", call]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
@@ -154,6 +164,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--tuning-log", default=None, metavar="DIR",
                     help="use (and complete) DIR/<model>.jsonl instead of the cached logs")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
+    ap.add_argument("--peer", type=Path, default=None, metavar="DIR",
+                    help=f"the TFLM peer folder: count.py and firmware/<model>/*.elf (default ${PEER_ENV})")
     ap.add_argument("-q", "--quiet", action="store_true", help="no tuning progress lines")
     ns = ap.parse_args(argv)
     from utvm.tune.strategy import resolve_strategy
@@ -164,21 +176,28 @@ def main(argv: list[str]) -> int:
     if unknown:
         print(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}", file=sys.stderr)
         return 2
+    peer = ns.peer or (Path(os.environ[PEER_ENV]) if os.environ.get(PEER_ENV) else None)
+    why = missing_peer(peer, names)
+    if why is not None:
+        print(f"bench kernels: skipped, the TFLite Micro peer firmware is not available: {why}; it is not part of "
+              "this repository: get the project's peer folder (count.py + firmware/<model>/tflm_ref.elf, "
+              "tflm_cmsis_nn.elf) and pass --peer DIR or set UTVM_PEER_DIR", file=sys.stderr)
+        return 0
     rows: list[dict[str, Any]] = []
     for name in names:
         model = models_dir() / MODELS[name]
-        peer_dir = shared_dir() / "peer" / "firmware" / name
+        peer_dir = peer / "firmware" / name
         log = tuning_log(name, model, ns)
         row: dict[str, Any] = {"model": name, "log": str(log)}
         for kind, lg in (("default", None), ("tuned", log)):
             elf, compiled = deploy_elf(model, lg)
-            c = count(elf, "tvmgen_default_run")
+            c = count(peer, elf, "tvmgen_default_run")
             row[kind] = {"instructions": c["instructions"], "code_bytes": code_bytes_utvm(elf),
                          "given": sum(1 for op in compiled.operators if op.schedule_source == "given"),
                          "tasks": sum(1 for op in compiled.operators if op.task), "count": c}
             in_bytes = sum(x.size for x in compiled.interface.inputs)
         for kind in ("tflm_ref", "tflm_cmsis_nn"):
-            c = count(peer_dir / f"{kind}.elf")
+            c = count(peer, peer_dir / f"{kind}.elf")
             row[kind] = {"instructions": c["instructions"], "code_bytes": code_bytes_peer(c, model, in_bytes),
                          "count": c}
         for kind in ("default", "tuned"):

@@ -1,6 +1,6 @@
 """Model latency on the host: our generated C against LiteRT's interpreter, both measured in the same run.
 
-For every int8 TFLite model of the shared corpus (../shared/models, or $UTVM_MODELS_DIR) that the compiler
+For every int8 TFLite model of the repository's corpus (models/, or $UTVM_MODELS_DIR) that the compiler
 supports:
 - ours: `utvm.compiler.compile(..., unpacked_api=True, interface_api="c")`, built with gcc -O2 into a
   shared library by `utvm.compiler.local.LocalModel`, `tvmgen_<m>_run(&inputs, &outputs)` called through
@@ -43,16 +43,13 @@ from typing import Any
 
 import numpy as np
 
+from utvm.support.models import models_dir
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 EMPTY_SOURCE = HERE / "c" / "bench_empty_call.c"
 RESOLVERS = {"ref": "BUILTIN_REF", "opt": "AUTO"}
 LITERT_TIMEOUT_S = 120.0
-
-
-def models_dir() -> Path:
-    env = os.environ.get("UTVM_MODELS_DIR")
-    return Path(env) if env else REPO.parent / "shared" / "models"
 
 
 # --- timing -----------------------------------------------------------------------------------------------

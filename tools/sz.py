@@ -1,4 +1,4 @@
-"""Lines of code per package (STYLE.md item 11): informs, never fails the build.
+"""Lines of code per package (docs/architecture.md §12.11): informs, never fails the build.
 
     python tools/sz.py            # table of non-blank, non-comment lines per folder, Python and C
 """

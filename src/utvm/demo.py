@@ -1,35 +1,29 @@
 """`python -m utvm.demo` (what `make demo` runs): MLPerf Tiny keyword spotting, end to end on the host.
 
-1. imports `mlperf_tiny/kws_ref_model.tflite` (int8 DS-CNN) from the shared model corpus;
+1. imports `mlperf_tiny/kws_ref_model.tflite` (int8 DS-CNN) from the repository's model corpus;
 2. compiles it to C for the AOT executor (passes, one kernel per fused operator, static memory plan) and
    writes the Model Library Format archive to build/demo/kws.tar;
 3. builds host evaluation firmware: the C runtime + the RPC server + the model as the system library;
 4. starts it, and over RPC uploads random spectrogram inputs, runs `tvmgen_kws_run`, downloads the scores;
 5. checks every output bit-exact against TFLite's reference kernels (ai-edge-litert) and prints a summary.
 
-The model corpus is found beside the repository (../shared/models) or at $UTVM_MODELS_DIR.
+The model corpus is the repository's `models/` folder (models/MANIFEST.md), or $UTVM_MODELS_DIR.
 Exit status: 0 when every run is bit-exact, 1 otherwise.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from utvm.support.models import model_path
+
 N_INPUTS = 10
 MODEL = Path("mlperf_tiny") / "kws_ref_model.tflite"
 KWS_LABELS = ("down", "go", "left", "no", "off", "on", "right", "stop", "up", "yes", "silence", "unknown")
-
-
-def _models_dir() -> Path:
-    env = os.environ.get("UTVM_MODELS_DIR")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[3] / "shared" / "models"
 
 
 def _step(n: int, text: str) -> None:
@@ -50,10 +44,10 @@ def main() -> int:
     from utvm.mlf import export_model_library_format
     from utvm.platform import get_platform
 
-    path = _models_dir() / MODEL
     print("utvm demo: MLPerf Tiny keyword spotting compiled to C, run on the host device over RPC\n")
     try:
         _step(1, f"importing {MODEL}")
+        path = model_path(MODEL)
         graph = load(path)
         ops: dict[str, int] = {}
         for node in graph.nodes:

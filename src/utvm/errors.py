@@ -81,6 +81,10 @@ class ModelError(UtvmError):
     """A problem with a model given to utvm."""
 
 
+class ModelNotFoundError(ModelError, FileNotFoundError):
+    """A model of the corpus (utvm.support.models) is missing; the message names the file and the folder."""
+
+
 class ModelFormatError(ModelError):
     """A model file that is truncated, corrupt or not what it claims to be."""
 

@@ -156,7 +156,7 @@ def firmware_crt_config(compiled: Any) -> dict[str, int]:
         out["TVM_CRT_MAX_ARGS"] = nio + 4
     if nio + 8 > _CRT_DEFAULT_NDARRAYS:
         out["TVM_CRT_MAX_NDARRAYS"] = nio + 8
-    # The CallFunc of the run function carries every tensor (DESIGN.md §5.3: type code + 36 + 8 * ndim
+    # The CallFunc of the run function carries every tensor (docs/architecture.md §5.3: type code + 36 + 8 * ndim
     # bytes each) after a 27-byte header; the copies are split to fit whatever the packet size is.
     call = 27 + sum(4 + 36 + 8 * len(t.shape) for t in tensors) + 64
     if call > _CRT_DEFAULT_PACKET:

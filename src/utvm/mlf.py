@@ -1,4 +1,4 @@
-"""Model Library Format: a compiled model as one tar (DESIGN.md §8), and reading it back.
+"""Model Library Format: a compiled model as one tar (docs/architecture.md §8), and reading it back.
 
 Layout (paths inside the tar):
 

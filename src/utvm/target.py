@@ -1,4 +1,4 @@
-"""CPU targets: what the generated C may assume about the processor it runs on (DESIGN.md §11).
+"""CPU targets: what the generated C may assume about the processor it runs on (docs/architecture.md §11).
 
 A target names a CPU and its features; code generation asks the target (never the platform's name), and
 each platform declares its target (`Platform.target`; `utvm compile --target` overrides):

@@ -18,9 +18,10 @@ from utvm.compiler.local import crt_pic_libs, random_inputs
 from utvm.compiler.oracle import reference_outputs
 from utvm.frontend import load
 from utvm.support import cc
+from utvm.support.models import models_dir
 
 HERE = Path(__file__).resolve().parent
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 HELLO = MODELS / "tflm" / "hello_world_int8.tflite"
 ADD = MODELS / "tflm" / "simple_add_model.tflite"
 C_IFACE = {"unpacked_api": True, "interface_api": "c"}

@@ -16,9 +16,10 @@ from utvm.compiler import compile
 from utvm.compiler.oracle import reference_outputs
 from utvm.frontend import load
 from utvm.support import cc
+from utvm.support.models import models_dir
 
 HERE = Path(__file__).resolve().parent
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 KWS = MODELS / "mlperf_tiny" / "kws_ref_model.tflite"
 
 

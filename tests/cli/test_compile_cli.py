@@ -10,8 +10,9 @@ import pytest
 
 from utvm import mlf
 from utvm.cli import EXIT_MODEL, EXIT_USAGE, main
+from utvm.support.models import models_dir
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 HELLO = MODELS / "tflm" / "hello_world_int8.tflite"
 AD01 = MODELS / "mlperf_tiny" / "ad01_int8.tflite"
 

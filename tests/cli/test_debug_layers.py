@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,8 +22,9 @@ from utvm.ir import run_reference
 from utvm.ir.graph import Graph, Node, Tensor
 from utvm.layer_debug import compare_tensor
 from utvm.platform import get_platform
+from utvm.support.models import models_dir
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 # Reshape (an alias: no code) -> depthwise conv2d + relu -> dense -> softmax: three operator functions.
 SPEECH = MODELS / "tflm" / "micro_speech_quantized.tflite"
 

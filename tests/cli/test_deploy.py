@@ -18,8 +18,9 @@ from utvm.platform.qemu.boards import get_board
 from utvm.platform.qemu.deploy import parse_deploy_output
 from utvm.platform.qemu.runner import QemuTransport
 from utvm.rpc import Session
+from utvm.support.models import models_dir
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 KWS = MODELS / "mlperf_tiny" / "kws_ref_model.tflite"
 HELLO = MODELS / "tflm" / "hello_world_int8.tflite"
 HELLO_F = MODELS / "tflm" / "hello_world_float.tflite"

@@ -34,8 +34,9 @@ from utvm.evaluate import compare
 from utvm.frontend import load
 from utvm.support import jsonout
 from utvm.support.archive import ArchiveLimits, read_tar, read_tree, safe_name
+from utvm.support.models import models_dir
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 HELLO = MODELS / "tflm" / "hello_world_int8.tflite"
 HELLO_FLOAT = MODELS / "tflm" / "hello_world_float.tflite"
 HELLO_INPUT = "serving_default_dense_input:0"
@@ -75,7 +76,8 @@ def _with_metadata(files: dict[str, bytes], edit: Callable[[dict], None]) -> dic
     return out
 
 
-EVIL = f"evil_{uuid.uuid4().hex[:12]}"
+# One name per test run, the same in every pytest-xdist worker (test ids must agree between workers).
+EVIL = f"evil_{os.environ.get('PYTEST_XDIST_TESTRUNUID', uuid.uuid4().hex)[:12]}"
 
 
 def _add(name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"int x;\n", linkname: str = "") -> Callable:

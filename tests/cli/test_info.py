@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from utvm.cli import EXIT_MODEL, main
+from utvm.support.models import models_dir
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 
 
 def test_info_tflite_tables(capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 
 from utvm.cli import EXIT_DEVICE, EXIT_INTERRUPTED
+from utvm.support.models import models_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).resolve().parent / "hang_driver.py"
-HELLO = ROOT.parent / "shared" / "models" / "tflm" / "hello_world_int8.tflite"
+HELLO = models_dir() / "tflm" / "hello_world_int8.tflite"
 HANG_GUARD_S = 300  # not a speed requirement: only so a regression cannot hang CI for ever
 
 

@@ -12,8 +12,9 @@ from utvm.cli import EXIT_USAGE, main
 from utvm.compiler import compile, export_model_library_format
 from utvm.compiler.local import LocalModel
 from utvm.frontend import load
+from utvm.support.models import models_dir
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 HELLO = MODELS / "tflm" / "hello_world_int8.tflite"
 AD01 = MODELS / "mlperf_tiny" / "ad01_int8.tflite"
 

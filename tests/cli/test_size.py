@@ -15,8 +15,9 @@ from utvm.frontend import load
 from utvm.platform.qemu.boards import get_board
 from utvm.platform.qemu.footprint import MapEntry, categorize, parse_map, size_footprint, stack_analysis
 from utvm.platform.qemu.project import FirmwareSpec, build_firmware
+from utvm.support.models import models_dir
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 KWS = MODELS / "mlperf_tiny" / "kws_ref_model.tflite"
 MICRO_SPEECH = MODELS / "tflm" / "micro_speech_quantized.tflite"
 

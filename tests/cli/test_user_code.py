@@ -15,8 +15,9 @@ from utvm.compiler import compile
 from utvm.errors import BuildError, RemoteError, UsageError
 from utvm.frontend import load
 from utvm.platform import get_platform
+from utvm.support.models import models_dir
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 HELLO = MODELS / "tflm" / "hello_world_int8.tflite"
 SPEECH = MODELS / "tflm" / "micro_speech_quantized.tflite"
 

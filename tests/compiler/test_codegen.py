@@ -20,8 +20,9 @@ from utvm.frontend import load
 from utvm.ir.graph import Graph, Node, Quantization, Tensor
 from utvm.runtime.typecodes import TypeCode
 from utvm.support import cc
+from utvm.support.models import models_dir
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 CONVENTIONS = {
     "packed": {},
     "unpacked": {"unpacked_api": True},

@@ -1,13 +1,11 @@
-"""Every supported shared model, compiled in the three conventions, built with gcc -O2 and -O0 and run on
+"""Every supported corpus model, compiled in the three conventions, built with gcc -O2 and -O0 and run on
 the host (ctypes): bit-exact with TFLite's reference kernels for int8, within 1e-5 for float.
 
 The oracle runs once per model on a batch of random inputs (a subprocess: utvm.compiler.oracle).
-`UNSUPPORTED` lists the shared models the kernels cannot compile yet; their error must name the op.
+`UNSUPPORTED` lists the corpus models the kernels cannot compile yet; their error must name the op.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,8 +15,9 @@ from utvm.compiler.local import LocalModel, random_inputs
 from utvm.compiler.oracle import reference_outputs
 from utvm.errors import UnsupportedModelError, UnsupportedOperatorError
 from utvm.frontend import load
+from utvm.support.models import models_dir
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 ALL_MODELS = [
     "tflm/hello_world_int8.tflite",
     "tflm/hello_world_float.tflite",

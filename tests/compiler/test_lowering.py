@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -11,8 +9,9 @@ from utvm.compiler import compile
 from utvm.compiler.local import LocalModel
 from utvm.errors import CompileError, UnsupportedOperatorError
 from utvm.ir.graph import Graph, Node, Tensor
+from utvm.support.models import models_dir
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 
 
 def f32(name: str, *shape: int, data: np.ndarray | None = None) -> Tensor:

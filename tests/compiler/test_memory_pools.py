@@ -23,8 +23,9 @@ from utvm.mlf import export_model_library_format
 from utvm.mlf import load as load_mlf
 from utvm.platform.qemu.deploy import parse_deploy_output
 from utvm.platform.qemu.footprint import read_elf_sections
+from utvm.support.models import models_dir
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 KWS = MODELS / "mlperf_tiny" / "kws_ref_model.tflite"
 CONVENTIONS = [{}, {"unpacked_api": True}, {"unpacked_api": True, "interface_api": "c"},
                {"unpacked_api": True, "interface_api": "c", "workspace": "user"}]

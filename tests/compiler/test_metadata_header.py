@@ -26,8 +26,9 @@ from utvm.compiler.kernels import C_TYPES, DL_TYPES
 from utvm.compiler.local import LocalModel, random_inputs
 from utvm.frontend import load
 from utvm.support import cc
+from utvm.support.models import models_dir
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 HELLO_INT8 = MODELS / "tflm" / "hello_world_int8.tflite"
 HELLO_FLOAT = MODELS / "tflm" / "hello_world_float.tflite"
 KWS = MODELS / "mlperf_tiny" / "kws_ref_model.tflite"

@@ -17,8 +17,9 @@ from onnx import numpy_helper
 from utvm.compiler import oracle
 from utvm.compiler.oracle import OracleError, reference, reference_many, reference_outputs
 from utvm.errors import UtvmError
+from utvm.support.models import models_dir
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 HELLO = MODELS / "tflm" / "hello_world_int8.tflite"
 MNIST = MODELS / "onnx" / "mnist-8"
 

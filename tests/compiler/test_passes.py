@@ -1,12 +1,10 @@
-"""The graph passes of utvm.compiler.passes, each on its own, and the PIPELINE over the shared models.
+"""The graph passes of utvm.compiler.passes, each on its own, and the PIPELINE over the corpus models.
 
 Every rewrite must keep what the graph computes: int8 graphs bit-exactly, float graphs within 1e-5
 (QDQ fusion, by design, within one output LSB). utvm.ir.verify runs on every result.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,9 +21,10 @@ from utvm.compiler.pipeline import PIPELINE, run_pipeline
 from utvm.errors import GraphError
 from utvm.frontend import load
 from utvm.ir import Graph, Node, Quantization, Tensor, run_reference, verify
+from utvm.support.models import models_dir
 
 RNG = np.random.default_rng(5)
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 Q = Quantization
 
 

@@ -317,10 +317,25 @@ def misra_findings() -> list[tuple[str, str]]:
     files = sorted(str(p.relative_to(CRT)) for pattern in MISRA_SOURCES for p in CRT.glob(pattern))
     cmd = ["cppcheck", "--addon=misra", "--std=c99", "--platform=unix32", "-q", "--suppress=missingIncludeSystem",
            "--template={file}:{line}: [{id}]", "-I", "include", "-I", "host", *files]
-    proc = subprocess.run(cmd, cwd=CRT, capture_output=True, text=True, timeout=600)
-    findings = re.findall(r"^(\S+:\d+): \[misra-c2012-([\d.]+)\]", proc.stderr, flags=re.M)
-    assert findings or proc.returncode == 0, proc.stderr
-    return [(rule, where) for where, rule in findings]
+    pattern = re.compile(r"^(\S+:\d+): \[misra-c2012-([\d.]+)\]", flags=re.M)
+
+    def analyse(tmp: Path) -> Path:
+        # cppcheck's addons write <source>.dump beside every source: analyse a copy, so the package's CRT
+        # tree never changes under a test that copies it at the same time (another pytest-xdist worker).
+        tree = tmp / "crt"
+        for part in ("src", "include", "host"):
+            shutil.copytree(CRT / part, tree / part)
+        proc = subprocess.run(cmd, cwd=tree, capture_output=True, text=True, timeout=600)
+        shutil.rmtree(tree)
+        assert pattern.search(proc.stderr) or proc.returncode == 0, proc.stderr
+        (tmp / "misra.txt").write_text(proc.stderr)
+        return tmp / "misra.txt"
+
+    # One analysis per distinct CRT tree, command and cppcheck version: the same inputs give the same report,
+    # so later runs (and other pytest-xdist workers) read it from utvm's content-addressed cache.
+    version = subprocess.run(["cppcheck", "--version"], capture_output=True, text=True, check=True).stdout
+    report = cc.cached_build([CRT / "src", CRT / "include", CRT / "host"], [version, *cmd], "misra.txt", analyse)
+    return [(rule, where) for where, rule in pattern.findall(report.read_text())]
 
 
 def accepted_deviations() -> dict[str, dict[str, tuple[str, int]]]:

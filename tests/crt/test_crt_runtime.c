@@ -140,7 +140,8 @@ static void global_handle_encoding(void** state) {
   assert_int_equal((uintptr_t)get_global("runtime.RPCTimeEvaluator"), FN_HANDLE(MAX_MODULES, 2));
   assert_int_equal((uintptr_t)get_global("tvm.contrib.random.random_fill"), FN_HANDLE(MAX_MODULES, 3));
 #if TVM_CRT_MAX_REGISTERED_MODULES == 2
-  assert_int_equal((uintptr_t)get_global("tvm.contrib.random.random_fill"), 0x80028003U); /* DESIGN.md §5.3 */
+  /* docs/architecture.md §5.3 */
+  assert_int_equal((uintptr_t)get_global("tvm.contrib.random.random_fill"), 0x80028003U);
 #endif
   assert_int_equal(TVMFuncRegisterGlobal("test.global", as_handle(global_fn), 0), 0);
   assert_int_equal((uintptr_t)get_global("test.global"), FN_HANDLE(MAX_MODULES, 4));

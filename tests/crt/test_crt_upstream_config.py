@@ -17,6 +17,7 @@ import pytest
 from utvm import crt_config
 from utvm.errors import UtvmError
 from utvm.support import cc
+from utvm.support.models import models_dir
 
 CRT = cc.crt_dir()
 NAMES = {n.name: n for n in crt_config.upstream_names()}
@@ -334,7 +335,7 @@ def test_qemu_firmware_runs_with_an_upstream_file(tmp_path: Path) -> None:
             sleep_ms(*range(14))
 
 
-HELLO = Path(__file__).resolve().parents[3] / "shared" / "models" / "tflm" / "hello_world_int8.tflite"
+HELLO = models_dir() / "tflm" / "hello_world_int8.tflite"
 
 
 def test_run_takes_an_upstream_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -134,4 +134,4 @@ def test_vectors_header_matches_json() -> None:
     session = json.loads((VECTORS / "session.json").read_text())
     assert f"#define NUM_FRAMING_VECTORS {len(framing['packets'])}" in text
     assert f"#define NUM_SESSION_VECTORS {len(session['messages'])}" in text
-    assert "0x58, 0xf4" in text  # the CRC of the `one` vector, DESIGN §5.1
+    assert "0x58, 0xf4" in text  # the CRC of the `one` vector, docs/architecture.md §5.1

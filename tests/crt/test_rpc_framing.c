@@ -128,7 +128,7 @@ static void test_crc16_vectors(void** state) {
   }
 }
 
-/* The framing CRC equals the CRC of the wire through the payload (DESIGN §5.1). */
+/* The framing CRC equals the CRC of the wire through the payload (docs/architecture.md §5.1). */
 static void test_crc16_covers_wire_through_payload(void** state) {
   size_t i;
   (void)state;
@@ -325,7 +325,7 @@ static void test_unframer_noise_between_packets(void** state) {
   check_one_packet(&r, v);
 }
 
-/* FF FE inside a packet is ignored but counted in the CRC (DESIGN §5.1). */
+/* FF FE inside a packet is ignored but counted in the CRC (docs/architecture.md §5.1). */
 static void test_unframer_nop_inside_packet(void** state) {
   static const uint8_t head[] = {0xFF, 0xFD, 0x03, 0x00, 0xFF, 0xFE, 0x00, 0x00, 0x6F, 0xFF, 0xFE, 0x6E, 0x65};
   uint8_t wire[32];

@@ -1,7 +1,7 @@
 /*
  * test_rpc_server.c -- MicroTVMRpcServerInit/Loop and the MinRPC server, driven by a host side built from
- * the same framing and session code. Requests are hand-assembled following DESIGN.md §5.3 and replies are
- * checked byte for byte: every RPC code, every argument and return type, every syscall, copies (in
+ * the same framing and session code. Requests are hand-assembled following docs/architecture.md §5.3 and
+ * replies are checked byte for byte: every RPC code, every argument and return type, every syscall, copies (in
  * place, streamed, corrupt), the allocation checks, session events; then fault injection: a valid
  * exchange cut at every byte and with every byte flipped never crashes the server, never produces a
  * wrong answer, and the next request is answered correctly.
@@ -256,7 +256,7 @@ static int teardown(void** state) {
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Request assembly (DESIGN.md §5.3)                                                                */
+/* Request assembly (docs/architecture.md §5.3)                                                                */
 
 typedef struct {
   uint8_t b[8192];

@@ -10,9 +10,9 @@ import onnx
 from onnx import numpy_helper
 
 from utvm.ir import Graph, run_reference, verify
+from utvm.support.models import models_dir
 
-# the shared model corpus lives next to the work tree: <repo>/../shared/models
-MODELS = Path(__file__).resolve().parents[2].parent / "shared" / "models"
+MODELS = models_dir()
 ONNX_MODELS = MODELS / "onnx"
 NODE_TESTS = ONNX_MODELS / "onnx_node_subset"
 MNIST = ONNX_MODELS / "mnist-8"

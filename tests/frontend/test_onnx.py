@@ -1,4 +1,4 @@
-"""`utvm.frontend.onnx.from_onnx`: the shared models, layout tracking, and bad input.
+"""`utvm.frontend.onnx.from_onnx`: the corpus models, layout tracking, and bad input.
 
 Models built here with `onnx.helper` are checked against onnxruntime; the shared mnist-8 against its three
 stored test_data_sets and onnxruntime. Bad input must raise a utvm ModelError whose message names the
@@ -58,7 +58,7 @@ def _check(model: onnx.ModelProto, feeds: dict[str, np.ndarray] | None = None) -
     return graph
 
 
-# ===================================================================================== the shared models
+# ===================================================================================== the corpus models
 @pytest.mark.parametrize("data_set", sorted(p.name for p in MNIST.glob("test_data_set_*")))
 def test_mnist_matches_stored_outputs_and_onnxruntime(data_set: str) -> None:
     graph = from_onnx(MNIST_MODEL)

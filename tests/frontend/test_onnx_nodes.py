@@ -1,4 +1,4 @@
-"""ONNX backend node tests (../shared/models/onnx/onnx_node_subset) through `from_onnx` + `run_reference`.
+"""ONNX backend node tests (models/onnx/onnx_node_subset) through `from_onnx` + `run_reference`.
 
 Every directory is tested; none is skipped. A directory whose op we support must match its stored
 outputs and onnxruntime within 1e-5 relative / 1e-4 absolute. The others must be refused with a clear
@@ -144,7 +144,7 @@ def _case(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[np.nd
 
 
 def test_the_corpus_is_there_and_fully_classified() -> None:
-    assert len(ALL) == 214, f"expected the 214 node tests of MANIFEST.md in {NODE_TESTS}, found {len(ALL)}"
+    assert len(ALL) == 214, f"expected the 214 node tests of models/MANIFEST.md in {NODE_TESTS}, found {len(ALL)}"
     not_supported = sorted(d for d in ALL if any(op not in SUPPORTED_OPS for op in _ops_of(d)))
     assert not_supported == sorted(EXCLUDED), "EXCLUDED must list exactly the directories of unsupported ops"
     assert all(_ops_of(d) == (op,) for d, (op, _) in EXCLUDED.items())

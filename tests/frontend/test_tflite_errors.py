@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from utvm.support.models import models_dir
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tflite_builder import TFLiteBuilder  # noqa: E402
 from utvm.errors import (  # noqa: E402
@@ -21,7 +23,7 @@ from utvm.frontend import from_tflite  # noqa: E402
 from utvm.frontend.tflite import SUPPORTED_OPERATORS  # noqa: E402
 from utvm.ir import run_reference  # noqa: E402
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 KWS = MODELS / "mlperf_tiny" / "kws_ref_model.tflite"
 
 

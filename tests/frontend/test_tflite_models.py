@@ -9,13 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from utvm.support.models import models_dir
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from oracle import OracleError, tflite_reference_many  # noqa: E402
 from utvm.errors import UnsupportedModelError  # noqa: E402
 from utvm.frontend import from_tflite, load  # noqa: E402
 from utvm.ir import Graph, run_reference  # noqa: E402
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 SUPPORTED = ["mlperf_tiny/ad01_int8.tflite", "mlperf_tiny/kws_ref_model.tflite",
              "mlperf_tiny/pretrainedResnet_quant.tflite", "tflm/hello_world_float.tflite",
              "tflm/hello_world_int8.tflite", "tflm/micro_speech_quantized.tflite", "tflm/simple_add_model.tflite"]

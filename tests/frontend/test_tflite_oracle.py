@@ -9,10 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from utvm.support.models import models_dir
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from oracle import OracleError, tflite_reference, tflite_reference_batch, tflite_reference_many  # noqa: E402
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 ADD = MODELS / "tflm" / "simple_add_model.tflite"
 HELLO = MODELS / "tflm" / "hello_world_int8.tflite"
 

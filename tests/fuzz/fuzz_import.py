@@ -25,8 +25,8 @@ than libFuzzer's -timeout. The address space is capped (RLIMIT_AS) at the start 
     python tests/fuzz/fuzz_import.py <target> [libFuzzer flags] <corpus dirs...>
     python tests/fuzz/fuzz_import.py <target> <reproducer>         # rerun one input
 
-Seeds come from the shared model corpus (<repo>/../shared/models; missing is an error) and, for mlf,
-archives exported from a compiled hello_world_int8 model plus hand-made malicious tars (`..`, absolute
+Seeds come from the model corpus (the repository's models/, or $UTVM_MODELS_DIR; missing is an error)
+and, for mlf, archives exported from a compiled hello_world_int8 model plus hand-made malicious tars (`..`, absolute
 paths, links, device nodes, FIFOs, huge sizes, duplicates, compressed variants).
 """
 
@@ -44,10 +44,12 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from utvm.support.models import models_dir
+
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent
 ROOT = TESTS.parent
-MODELS = ROOT.parent / "shared" / "models"
+MODELS = models_dir()
 TARGETS = ("tflite", "tflite-gen", "onnx", "onnx-proto", "mlf")
 FUZZ_BUDGET = 64 << 20  # UTVM_HOST_MEMORY_BUDGET for the importers while fuzzing
 
@@ -57,8 +59,8 @@ if str(TESTS) not in sys.path:
 
 def models_dir() -> Path:
     if not MODELS.is_dir():
-        raise SystemExit(f"fuzz_import: the shared model corpus {MODELS} is missing; the seed corpora are "
-                         "built from it (it lives beside the repository: <repo>/../shared/models)")
+        raise SystemExit(f"fuzz_import: the model corpus {MODELS} is missing; the seed corpora are "
+                         "built from it (the repository's models/ folder, or $UTVM_MODELS_DIR)")
     return MODELS
 
 

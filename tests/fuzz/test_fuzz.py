@@ -5,10 +5,11 @@ Three targets, each checking the invariants of src/utvm/crt/src/rpc_server/SECUR
 - fuzz_session:  TVMSession behind an unframer, on raw and validly framed traffic;
 - fuzz_minrpc:   the MinRPC request parser/executor with the real CRT runtime.
 
-They run concurrently for UTVM_FUZZ_SECONDS each (default 60) from a seed corpus built here from the
-shared vectors and hand-assembled requests. A crash, leak, timeout or out-of-memory fails the test and
-keeps the whole run directory (reproducer included) under the system temp dir, named in the message;
-reproduce with `<binary> <reproducer>`.
+They run concurrently for UTVM_FUZZ_SECONDS each (default 60), in one campaign with the Python targets of
+test_fuzz_python.py (campaign.py), from a seed corpus built here from the shared vectors and hand-assembled
+requests. A crash, leak, timeout or out-of-memory fails the test and keeps the whole run directory
+(reproducer included) under the system temp dir, named in the message; reproduce with `<binary>
+<reproducer>`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import campaign
 import pytest
 
 from utvm.support import cc
@@ -158,9 +160,9 @@ def seed_corpus(name: str, directory: Path) -> None:
 
 
 class FuzzRun:
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, binary: Path) -> None:
         self.name = name
-        self.binary = build_target(name)
+        self.binary = binary
         self.dir = Path(tempfile.mkdtemp(prefix=f"utvm-{name}-"))
         seed_corpus(name, self.dir / "seeds")
         (self.dir / "corpus").mkdir()
@@ -172,23 +174,35 @@ class FuzzRun:
             stdout=subprocess.DEVNULL, stderr=self.log.open("wb"), env={**os.environ, **ENV},
         )
 
+    def artifacts(self) -> list[Path]:
+        return [p for p in self.dir.iterdir() if p.name.split("-")[0] in ("crash", "leak", "timeout", "oom")]
+
     def wait(self) -> tuple[int, list[Path], str]:
         rc = self.proc.wait(timeout=SECONDS + 300)
-        artifacts = [p for p in self.dir.iterdir() if p.name.split("-")[0] in ("crash", "leak", "timeout", "oom")]
-        return rc, artifacts, self.log.read_text(errors="replace")
+        return rc, self.artifacts(), self.log.read_text(errors="replace")
+
+    def abandon(self) -> None:
+        """Kill the target if its test never waited for it; keep its directory only if it found something."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+            if not self.artifacts():
+                shutil.rmtree(self.dir, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def fuzz_runs():
-    """Build every target, then start all of them at once (they run concurrently)."""
-    runs = {name: FuzzRun(name) for name in TARGETS}
-    yield runs
-    for run in runs.values():
-        if run.proc.poll() is None:  # its test did not get to wait for it (an earlier failure, -x)
-            run.proc.kill()
-            run.proc.wait()
-            if not any(p.name.split("-")[0] in ("crash", "leak", "timeout", "oom") for p in run.dir.iterdir()):
-                shutil.rmtree(run.dir, ignore_errors=True)
+def start_all() -> dict[str, FuzzRun]:
+    """Build every target, then start all of them (the campaign starts the Python targets beside them)."""
+    binaries = {name: build_target(name) for name in TARGETS}
+    return {name: FuzzRun(name, binary) for name, binary in binaries.items()}
+
+
+campaign.register("c", start_all)
+pytestmark = pytest.mark.xdist_group(campaign.GROUP)
+
+
+@pytest.fixture
+def fuzz_runs(fuzz_campaign: dict[str, dict[str, FuzzRun]]) -> dict[str, FuzzRun]:
+    return fuzz_campaign["c"]
 
 
 @pytest.mark.fuzz

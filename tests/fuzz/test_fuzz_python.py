@@ -5,12 +5,14 @@
 - mlf:                 utvm.mlf.load on the bytes written to a tar file.
 
 The invariant: every input imports or raises a utvm.errors.UtvmError, within the per-input timeout and the
-memory allowance (see fuzz_import.py). Seed corpora come from the shared models (../shared/models; a
-missing corpus fails the test) and, for mlf, archives exported from a compiled model plus malicious tars.
+memory allowance (see fuzz_import.py). Seed corpora come from the model corpus (models/, or
+$UTVM_MODELS_DIR; a missing corpus fails the test) and, for mlf, archives exported from a compiled model
+plus malicious tars.
 
-The targets run concurrently for UTVM_FUZZ_SECONDS each (default 60). A crash (any other exception),
-timeout or out-of-memory fails the test and keeps the whole run directory (reproducer included) under the
-system temp dir, named in the message; reproduce with `python tests/fuzz/fuzz_import.py <target> <reproducer>`.
+The targets run concurrently for UTVM_FUZZ_SECONDS each (default 60), in one campaign with the C targets of
+test_fuzz.py (campaign.py). A crash (any other exception), timeout or out-of-memory fails the test and keeps
+the whole run directory (reproducer included) under the system temp dir, named in the message; reproduce
+with `python tests/fuzz/fuzz_import.py <target> <reproducer>`.
 """
 
 from __future__ import annotations
@@ -23,11 +25,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import campaign
 import pytest
+
+from utvm.support.models import models_dir
 
 HERE = Path(__file__).resolve().parent
 HARNESS = HERE / "fuzz_import.py"
-MODELS = Path(__file__).resolve().parents[2].parent / "shared" / "models"
+MODELS = models_dir()
 SECONDS = int(os.environ.get("UTVM_FUZZ_SECONDS", "60"))
 TARGETS = ("tflite", "tflite-gen", "onnx", "onnx-proto", "mlf")
 ARTIFACTS = ("crash", "leak", "timeout", "oom")
@@ -72,26 +77,39 @@ class FuzzRun:
         rc = self.proc.wait(timeout=SECONDS + 300)
         return rc, self.artifacts(), self.log.read_text(errors="replace")
 
+    def abandon(self) -> None:
+        """Kill the target if its test never waited for it; keep its directory only if it found something."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+            if not self.artifacts():
+                shutil.rmtree(self.dir, ignore_errors=True)
 
-@pytest.fixture(scope="module")
-def fuzz_runs():
-    """Write every seed corpus, then start all targets at once (they run concurrently)."""
+
+def start_all() -> dict[str, FuzzRun]:
+    """Write every seed corpus and start every target (beside the C targets of the same campaign)."""
     if not MODELS.is_dir():
-        pytest.fail(f"the shared model corpus {MODELS} is missing: the importer fuzzers' seed corpora are built "
-                    "from it (it lives beside the repository, <repo>/../shared/models)")
+        pytest.fail(f"the model corpus {MODELS} is missing: the importer fuzzers' seed corpora are built "
+                    "from it (the repository's models/ folder, or $UTVM_MODELS_DIR)")
     harness = _harness()
     runs: dict[str, FuzzRun] = {}
     try:
         for name in TARGETS:
             runs[name] = FuzzRun(name, harness)
-        yield runs
-    finally:
+    except BaseException:
         for run in runs.values():
-            if run.proc.poll() is None:  # its test did not get to wait for it (an earlier failure, -x)
-                run.proc.kill()
-                run.proc.wait()
-                if not run.artifacts():
-                    shutil.rmtree(run.dir, ignore_errors=True)
+            run.abandon()
+        raise
+    return runs
+
+
+campaign.register("python", start_all)
+pytestmark = pytest.mark.xdist_group(campaign.GROUP)
+
+
+@pytest.fixture
+def fuzz_runs(fuzz_campaign: dict[str, dict[str, FuzzRun]]) -> dict[str, FuzzRun]:
+    return fuzz_campaign["python"]
 
 
 @pytest.mark.fuzz

@@ -1,4 +1,4 @@
-"""Model Library Format: the archive layout of DESIGN.md §8, metadata.json, the round trip through
+"""Model Library Format: the archive layout of docs/architecture.md §8, metadata.json, the round trip through
 utvm.mlf.load, and that an extracted archive builds on its own (runtime/ + templates/ + codegen/)."""
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from utvm.compiler.local import LocalModel, random_inputs
 from utvm.errors import ModelFormatError
 from utvm.frontend import load
 from utvm.support import cc
+from utvm.support.models import models_dir
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 AD01 = MODELS / "mlperf_tiny" / "ad01_int8.tflite"
 
 

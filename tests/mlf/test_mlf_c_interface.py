@@ -20,8 +20,9 @@ from utvm.compiler.local import LocalModel, random_inputs
 from utvm.compiler.oracle import reference_outputs
 from utvm.errors import ArchiveError
 from utvm.frontend import load
+from utvm.support.models import models_dir
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 KWS = MODELS / "mlperf_tiny" / "kws_ref_model.tflite"
 PACKED_CODE = re.compile(r"\bDLTensor\b|\bTVMValue\b|c_runtime_api\.h|c_backend_api\.h")
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from utvm.cli import main
+from utvm.support.models import models_dir
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 KWS = MODELS / "mlperf_tiny" / "kws_ref_model.tflite"
 RESNET = MODELS / "mlperf_tiny" / "pretrainedResnet_quant.tflite"
 HELLO = MODELS / "tflm" / "hello_world_int8.tflite"

@@ -41,7 +41,7 @@ from utvm.platform.qemu.project import APPS_DIR, FirmwareSpec, generate_project 
 
 KERNELS = Path(__file__).resolve().parents[2] / "src" / "utvm" / "compiler" / "kernels"
 SESSION_KWARGS = {"handshake_retry_s": 0.5, "handshake_timeout_s": 20.0, "reply_timeout_s": 60.0}
-RTOL = 1e-5  # DESIGN.md §6: float within 1e-5 relative (of the output's magnitude)
+RTOL = 1e-5  # docs/architecture.md §6: float within 1e-5 relative (of the output's magnitude)
 C = 8  # channels
 OUTPUTS = ("y_logistic", "y_tanh", "y_softmax", "y_batch_norm")
 

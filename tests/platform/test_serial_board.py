@@ -34,12 +34,13 @@ from utvm.errors import (
 from utvm.platform import available_platforms, get_platform
 from utvm.platform.serial_board.config import ENV_VAR, load_board_config, use_board_config
 from utvm.platform.serial_board.platform import SerialBoardPlatform, SerialBoardTransport, run_board_command
+from utvm.support.models import models_dir
 from utvm.target import platform_target
 
 HERE = Path(__file__).resolve().parent
 HELPERS = HERE / "serial_board"
 QEMU_BOARD = HERE.parents[1] / "src" / "utvm" / "platform" / "qemu" / "template" / "board"
-MODELS = HERE.parents[2] / "shared" / "models"
+MODELS = models_dir()
 HELLO = MODELS / "tflm" / "hello_world_int8.tflite"
 
 

@@ -1,4 +1,4 @@
-"""A device written in Python, speaking the link exactly as DESIGN.md §5 fixes it.
+"""A device written in Python, speaking the link exactly as docs/architecture.md §5 fixes it.
 
 It is the executable definition the client tests run against (in memory, or as a subprocess with
 `python fake_device.py [--max-packet-size N]` speaking on stdin/stdout), independent of the C device: the

@@ -1,4 +1,4 @@
-"""One runtime interface for both backends (DESIGN.md §3): the same user code, unchanged, against the local
+"""One runtime interface for both backends (docs/architecture.md §3): the same user code, unchanged, against the local
 runtime (the CRT in this process, ctypes), the in-memory Python device and the real C device over RPC
 (host platform; the QEMU boards too, marked slow, via conftest's PLATFORM_STARTERS).
 

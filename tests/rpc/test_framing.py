@@ -33,7 +33,7 @@ def test_packet_vectors_decode(framing_vectors):
 
 
 def test_design_vectors_verbatim():
-    # DESIGN.md §5.1, typed in from the text.
+    # docs/architecture.md §5.1, typed in from the text.
     assert encode_packet(b"one") == bytes.fromhex("FF FD 03 00 00 00 6F 6E 65 58 F4")
     assert encode_packet(b"") == bytes.fromhex("FF FD 00 00 00 00 83 44")
 

@@ -1,4 +1,4 @@
-"""The RPC codec: the shared packet vectors (typed from DESIGN §5.3 with struct, independently of the
+"""The RPC codec: the shared packet vectors (typed from docs/architecture.md §5.3 with struct, independently of the
 codec), every type code round-tripping, reply layouts, copy chunking, and a fuzz test: the decoders raise
 RemoteProtocolError and nothing else on any input."""
 

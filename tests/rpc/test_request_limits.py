@@ -1,6 +1,6 @@
 """Requests the device cannot take as they are are refused by the client, before anything is sent.
 
-1. Size: a session payload is at most TVM_CRT_MAX_PACKET_SIZE_BYTES (DESIGN.md §5.3: the RPC packet plus 3
+1. Size: a session payload is at most TVM_CRT_MAX_PACKET_SIZE_BYTES (docs/architecture.md §5.3: the RPC packet plus 3
    bytes of session header; GetCRTMaxPacketSize = that - 11). A request over it would be dropped by the device
    and the client would wait for a reply that never comes. Tested exactly at the boundary against the real
    host device built with several packet sizes: the largest request that fits is answered by the device, one
@@ -82,7 +82,7 @@ class Variant:
     what: str
 
 
-# Overheads from DESIGN.md §5.3: session header 3, u64 nbytes 8, i32 code 4; CallFunc: u64 handle 8; a packed
+# Overheads from docs/architecture.md §5.3: session header 3, u64 nbytes 8, i32 code 4; CallFunc: u64 handle 8; a packed
 # sequence: i32 n + i32 per type code; str/bytes: u64 length + the bytes; int: 8.
 VARIANTS = [
     Variant(  # GetGlobalFunc: 3 + 8 + 4 + (4 + 4) + 8 + n

@@ -1,4 +1,4 @@
-"""The session layer: DESIGN §5.2 vectors, the handshake over an in-memory pair, the nonce rule,
+"""The session layer: docs/architecture.md §5.2 vectors, the handshake over an in-memory pair, the nonce rule,
 simultaneous inits, stale traffic, termination, malformed input, and round-trip properties."""
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def test_message_vectors_encode(session_vectors):
 
 
 def test_design_vectors_verbatim():
-    # DESIGN.md §5.2, typed in from the text (nonces 0x82 / 0x66).
+    # docs/architecture.md §5.2, typed in from the text (nonces 0x82 / 0x66).
     host, dev = SessionProtocol(0x82), SessionProtocol(0x66)
     _no_reset_prefix(host, dev)
     assert host.initiate() == bytes.fromhex("FF FD 04 00 00 00 82 00 00 01 7B E9")

@@ -1,4 +1,4 @@
-"""A third-party client: the host device driven by a minimal MinRPC client written here from DESIGN.md §5
+"""A third-party client: the host device driven by a minimal MinRPC client written here from docs/architecture.md §5
 with nothing but `struct` and `binascii` (no utvm.rpc), over the device's stdin/stdout.
 
 If this passes, the wire format is what the documents say: framing (escapes, the reset FE, CRC over the
@@ -18,7 +18,7 @@ import pytest
 
 from .conftest import host_device_path
 
-# DESIGN.md §5: session types, RPC codes and type codes, spelled out here on purpose (not imported).
+# docs/architecture.md §5: session types, RPC codes and type codes, spelled out here on purpose (not imported).
 START_INIT, START_REPLY, TERMINATE, LOG, NORMAL = 0x00, 0x01, 0x02, 0x03, 0x10
 SHUTDOWN, INIT_SERVER, CALL_FUNC, RETURN, EXCEPTION = 1, 2, 3, 4, 5
 COPY_FROM_REMOTE, COPY_TO_REMOTE, COPY_ACK, GET_GLOBAL_FUNC, DEV_ALLOC_DATA = 6, 7, 8, 9, 13

@@ -10,12 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from utvm.support.models import models_dir
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tflite_builder import TFLiteBuilder  # noqa: E402
 from utvm.compiler import kernels as K  # noqa: E402
 from utvm.tune.strategy import point_key  # noqa: E402
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = models_dir()
 SHARED_MODELS = {
     "kws_ref_model": MODELS / "mlperf_tiny" / "kws_ref_model.tflite",
     "pretrainedResnet_quant": MODELS / "mlperf_tiny" / "pretrainedResnet_quant.tflite",

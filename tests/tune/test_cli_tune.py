@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from utvm.cli import EXIT_OK, EXIT_USAGE, main
+from utvm.support.models import models_dir
 from utvm.tune import log as tlog
 
 
@@ -108,6 +109,6 @@ def test_help_lists_the_options(capsys: pytest.CaptureFixture) -> None:
 
 
 def test_a_model_without_tasks_has_nothing_to_tune(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    model = Path(__file__).resolve().parents[3] / "shared" / "models" / "tflm" / "hello_world_float.tflite"
+    model = models_dir() / "tflm" / "hello_world_float.tflite"
     rc, out, _err = run(capsys, str(model), "-o", str(tmp_path / "log.jsonl"), "-q")
     assert rc == EXIT_OK and "nothing to tune" in out

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
+from utvm.support.models import models_dir
 from utvm.tune.codesize import code_bytes
 from utvm.tune.tasks import extract_tasks
 
-KWS = Path(__file__).resolve().parents[3] / "shared" / "models" / "mlperf_tiny" / "kws_ref_model.tflite"
+KWS = models_dir() / "mlperf_tiny" / "kws_ref_model.tflite"
 
 def pointwise_task():  # noqa: ANN201 - a Task
     """KWS's 1x1 convolution: four nodes of one workload."""

@@ -20,7 +20,7 @@ from .conftest import SHARED_MODELS
 def test_tasks_of_a_shared_model_are_the_keys_compile_uses(name: str) -> None:
     path = SHARED_MODELS[name]
     tasks = extract_tasks(path, "cortex-m4", rounding="double")
-    assert tasks, "every shared model has a kernel with a schedule space"
+    assert tasks, "every corpus model has a kernel with a schedule space"
     keys = [t.key for t in tasks]
     assert len(set(keys)) == len(keys)
     # Stable: a second extraction (a new import of the file) gives the same keys, in the same order.

@@ -1,4 +1,4 @@
-"""The model compiler: Graph -> C for the AOT executor, memory plan, model header, MLF (DESIGN.md §6-8).
+"""The model compiler: Graph -> C for the AOT executor, memory plan, model header, MLF (docs/architecture.md §6-8).
 
     compiled = utvm.compiler.compile(graph, model_name="kws", unpacked_api=True, interface_api="c")
     utvm.compiler.export_model_library_format(compiled, "kws.tar")

@@ -1,4 +1,4 @@
-"""C code generation for the AOT executor in the RFC's three conventions (DESIGN.md §6-7).
+"""C code generation for the AOT executor in the RFC's three conventions (docs/architecture.md §6-7).
 
 Files (all under codegen/host/ in the MLF):
 - `src/tvmgen_<m>_ops.c`: the operator functions and the constants they bake in.

@@ -269,7 +269,7 @@ def run_passes(graph: Graph, progress: Progress | None = None,
 
 # --- compile ------------------------------------------------------------------------------------------------
 
-def compile(  # noqa: A001 - the public name the brief and DESIGN use
+def compile(  # noqa: A001 - the public name the docs use (docs/architecture.md §13)
     graph: Graph,
     model_name: str = "default",
     executor: str = "aot",
@@ -287,7 +287,7 @@ def compile(  # noqa: A001 - the public name the brief and DESIGN use
     memory_pools: tuple[memory.PoolSpec, ...] = (),
     constants_section: str = "",
 ) -> CompiledModel:
-    """Compile `graph` to C for the AOT executor (DESIGN.md §6-8) on `target` (utvm.target; the portable
+    """Compile `graph` to C for the AOT executor (docs/architecture.md §6-8) on `target` (utvm.target; the portable
     `host` by default). `schedules` maps tuning task keys to schedules (utvm.tune.log.best_schedules of a
     tuning log); kernels of other tasks use their default point. `task_counts` (task key -> nodes) makes
     a kernel choose as if the graph had that many nodes of the task (the tuner compiles one node of a task
@@ -379,7 +379,7 @@ def build_metadata(opts: CompileOptions, iface: ModelInterface, plan: MemoryPlan
                    constant_bytes: int, sources: dict[str, str], sys_funcs: tuple[str, ...],
                    log: list[tuple[str, int]], graph: Graph | None = None,
                    rpc: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """metadata.json in MLF version 7 layout (DESIGN.md §8), with utvm's additions under `utvm`: among
+    """metadata.json in MLF version 7 layout (docs/architecture.md §8), with utvm's additions under `utvm`: among
     them the model hash of `graph` (the compiled graph, header.model_hash) and the names of the firmware-only
     `rpc` sources (CompiledModel.rpc_sources, not in codegen/)."""
     io_bytes = sum(x.size for x in (*iface.inputs, *iface.outputs))

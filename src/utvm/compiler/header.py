@@ -1,4 +1,4 @@
-"""The model header `tvmgen_<model>.h` (DESIGN.md §7) and its one mapping from metadata.json.
+"""The model header `tvmgen_<model>.h` (docs/architecture.md §7) and its one mapping from metadata.json.
 
 Every macro in the header is computed from metadata.json by `header_macros(metadata)`, and the header is
 written from that same function, so the two cannot disagree. The mapping, for model `<m>` (upper-cased:

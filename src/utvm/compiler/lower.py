@@ -45,7 +45,7 @@ C_KEYWORDS = frozenset(
 
 
 def sanitize(name: str) -> str:
-    """A tensor or model name as a C identifier fragment: non-alphanumerics -> '_' (DESIGN.md §7)."""
+    """A tensor or model name as a C identifier fragment: non-alphanumerics -> '_' (docs/architecture.md §7)."""
     s = re.sub(r"[^A-Za-z0-9_]", "_", name)
     return s or "_"
 

@@ -263,6 +263,12 @@ class _Onnx:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1
         opts.inter_op_num_threads = 1
+        # onnxruntime's uint8 x int8 kernels on x86 without VNNI add pairs of products in saturating 16-bit
+        # arithmetic (2 * 255 * 127 > 32767): a QLinearConv / QGemm with full-range int8 weights (what its
+        # own quantizer makes), and every QDQ group it fuses into one, can miss the ONNX definition by tens
+        # of output steps. Its own remedy, this option, runs those weights as uint8 (w + 128, zero point
+        # with them: the same products) through its exact kernels; where nothing overflows it changes nothing.
+        opts.add_session_config_entry("session.x64quantprecision", "1")
         self.sess = ort.InferenceSession(src.get("path") or src["content"], opts,
                                          providers=["CPUExecutionProvider"])
         # Symbolic dimensions (strings / None) match any size.

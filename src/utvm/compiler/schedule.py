@@ -1,6 +1,6 @@
 """Schedule spaces: the choices a kernel can make, and the workload key that names a tuning task.
 
-A kernel that has choices registers a *space function* beside its emitter (DESIGN.md §11):
+A kernel that has choices registers a *space function* beside its emitter (docs/architecture.md §11):
 
     @register("conv2d", space=conv_space)
     def conv(ctx: KernelContext) -> KernelCode:

@@ -48,7 +48,7 @@ quantized integer for int8, e.g. the output zero point); int8 data-movement ops 
 pad) need identical input and output quantization; `global_avg_pool2d` int8 is `mean` over axes (1, 2);
 logistic/tanh/softmax int8 outputs have TFLite's fixed scales (1/256 zp -128, 1/128 zp 0, 1/256 zp -128).
 
-Module interface (each family, STYLE.md item 8): an attrs dataclass (`attrs_of(node)`), `infer(node,
+Module interface (each family, docs/architecture.md §12.8): an attrs dataclass (`attrs_of(node)`), `infer(node,
 graph) -> [(shape, dtype), ...]` raising GraphError naming the node, `prepare(node, graph, rounding) ->
 <Family>Params` (a frozen dataclass holding everything a kernel needs besides the tensor data: shapes,
 padding, zero points, per-channel multipliers and shifts, clamp range, and `rounding`, the rounding that

@@ -1,4 +1,4 @@
-"""Platforms: where evaluation firmware is built and run (DESIGN.md §9).
+"""Platforms: where evaluation firmware is built and run (docs/architecture.md §9).
 
 A platform turns the CRT + the RPC server + optional extra C sources (test functions, a generated system
 library) into firmware, starts it, and opens an RPC session to it. Every platform offers the same two

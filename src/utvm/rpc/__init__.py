@@ -1,4 +1,4 @@
-"""The host side of the link to a device (DESIGN.md §5): framing, session and RPC, plus the client.
+"""The host side of the link to a device (docs/architecture.md §5): framing, session and RPC, plus the client.
 
 `framing`, `session` and `protocol` are sans-IO (bytes in, events out); `transport` moves bytes;
 `client` puts them together: `Session(transport)` or `connect_subprocess(argv)`.

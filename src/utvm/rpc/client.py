@@ -1,4 +1,4 @@
-"""The RPC client: a session with a device over any Transport (DESIGN.md §5).
+"""The RPC client: a session with a device over any Transport (docs/architecture.md §5).
 
     sess = connect_subprocess([path_to_device])      # or Session(transport)
     add_one = sess.get_function("testing.add_one")

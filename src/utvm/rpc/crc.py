@@ -1,4 +1,4 @@
-"""CRC-16/CCITT-FALSE, the checksum of the framing layer (DESIGN.md §5.1).
+"""CRC-16/CCITT-FALSE, the checksum of the framing layer (docs/architecture.md §5.1).
 
 Polynomial 0x1021, initial value 0xFFFF, not reflected, no final XOR: exactly `binascii.crc_hqx` seeded
 with 0xFFFF, which runs in C. The C side (`crt/src/rpc_common/crc16.c`) computes the same function; both

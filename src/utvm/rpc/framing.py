@@ -1,4 +1,4 @@
-"""The framing layer of the link (DESIGN.md §5.1), sans-IO.
+"""The framing layer of the link (docs/architecture.md §5.1), sans-IO.
 
 Wire format of one packet::
 
@@ -10,7 +10,7 @@ anything else (an invalid escape: the packet in progress is dropped and counted)
 framer reset is preceded by one raw FE. The CRC is CRC-16/CCITT-FALSE over every raw wire byte from FF FD
 through the end of the escaped payload, NOP pairs inside the packet included.
 
-This module never does I/O (the h11 model, STYLE.md §1): `Framer.send(payload) -> bytes` turns a payload
+This module never does I/O (the h11 model, docs/architecture.md §12.1): `Framer.send(payload) -> bytes` turns a payload
 into wire bytes; `Unframer.receive_data(bytes)` takes wire bytes in and `Unframer.next_event()` hands out
 frozen events: `PacketStart(length)`, then `PayloadChunk(data)` as soon as payload bytes arrive (the
 receiver never buffers a whole packet to check it), then `PacketEnd(crc_ok)`; or `NEED_DATA` when it needs

@@ -1,4 +1,4 @@
-"""The RPC layer of the link (DESIGN.md §5.3): MinRPC codes and the packed-sequence codec, sans-IO.
+"""The RPC layer of the link (docs/architecture.md §5.3): MinRPC codes and the packed-sequence codec, sans-IO.
 
 A packet is `u64 nbytes (bytes after this field) | i32 code | body`; every integer is little-endian. The
 encoders build packets from plain values; the decoders take one whole packet (the body of one NORMAL

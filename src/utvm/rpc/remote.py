@@ -1,6 +1,6 @@
 """Remote objects of an RPC session: functions, modules, tensors and time evaluators on the device.
 
-They are the `rpc` backend's side of the runtime's shared interface (DESIGN.md §3): RemoteFunction IS-A
+They are the `rpc` backend's side of the runtime's shared interface (docs/architecture.md §3): RemoteFunction IS-A
 `utvm.runtime.PackedFunc` (it overrides the invoke hook, so arguments are converted and checked by
 `utvm.runtime.convert_arg` exactly as for the local backend; `__call__` is overridden only to add, to
 convert_arg's error for a str holding a NUL, the byte the device would cut it at), RemoteModule IS-A

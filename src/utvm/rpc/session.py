@@ -1,4 +1,4 @@
-"""The session layer of the link (DESIGN.md §5.2), sans-IO.
+"""The session layer of the link (docs/architecture.md §5.2), sans-IO.
 
 Theory of operation
 -------------------
@@ -18,8 +18,8 @@ START_INIT at once, the numerically lower nonce wins and the other init is ignor
 peer lost all state: an established session ends with `SessionTerminated(was_established=True)`.
 
 This file is blind to which side it runs on: host and device follow the same table below, and everything
-the peer can make happen is in it. The object never does I/O and knows no clock (STYLE.md §1): bytes go in
-through `receive_data()`, events come out of `next_event()`; `initiate()`, `terminate()`, `send_normal()`
+the peer can make happen is in it. The object never does I/O and knows no clock (docs/architecture.md §12.1):
+bytes go in through `receive_data()`, events come out of `next_event()`; `initiate()`, `terminate()`, `send_normal()`
 and `send_log()` return the wire bytes to send, and `data_to_send()` returns what the layer decided to send
 by itself (the START_REPLY of a responder). Retries and timeouts belong to the caller (`client.py`).
 Malformed or unexpected messages are not errors here: they are dropped and reported as

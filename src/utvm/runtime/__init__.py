@@ -1,4 +1,4 @@
-"""The host runtime system (seed 004, DESIGN.md §3): type codes, DataType, Device, PackedFunc and the global
+"""The host runtime system (seed 004, docs/architecture.md §3): type codes, DataType, Device, PackedFunc and the global
 registry, Module, and NDArray (numpy + DLPack).
 
 The backends share one interface: `Backend` (get_function, empty/array, system_lib, time_evaluator),

@@ -1,4 +1,4 @@
-"""Backend: what user code needs from a runtime, shared by `local` and `rpc` (DESIGN.md §3).
+"""Backend: what user code needs from a runtime, shared by `local` and `rpc` (docs/architecture.md §3).
 
     def add_one(backend: Backend, x: np.ndarray) -> np.ndarray:
         a, b = backend.array(x), backend.empty(x.shape, "float32")
@@ -108,7 +108,7 @@ class Backend(abc.ABC):
         cooldown_interval_ms: int = 0,
         repeats_to_cooldown: int = 1,
     ) -> TimeEvaluator:
-        """A callable timing `name` with runtime.RPCTimeEvaluator (DESIGN.md §5.4): one warm-up call, then
+        """A callable timing `name` with runtime.RPCTimeEvaluator (docs/architecture.md §5.4): one warm-up call, then
         `repeat` measurements of `number` calls (grown until `min_repeat_ms`); it returns `repeat` mean
         seconds per call. `name` is a function of `module`, or with module=None a global function (the
         module argument then travels as NULL, which utvm's CRT takes to mean the global registry)."""

@@ -1,4 +1,4 @@
-"""ctypes mirrors of the C ABI structs (DESIGN.md §4/§5.3), defined once for all of Python.
+"""ctypes mirrors of the C ABI structs (docs/architecture.md §4/§5.3), defined once for all of Python.
 
 Layouts follow `crt/include/dlpack/dlpack.h` and `crt/include/tvm/runtime/c_runtime_api.h`:
 DLDevice, DLDataType, DLTensor, TVMValue (an 8-byte union), TVMByteArray, the DLPack exchange structs

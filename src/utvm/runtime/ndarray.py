@@ -1,5 +1,5 @@
 """NDArray: a tensor in host memory, exchanged with numpy (copies) and DLPack (zero copy), passed to C as
-a DLTensor* (seed 004, DESIGN.md §3).
+a DLTensor* (seed 004, docs/architecture.md §3).
 
 NDArray is the `local` backend's NDArrayBase (the interface it shares with `utvm.rpc.RemoteNDArray`).
 Memory is owned by whatever `_owner` holds: an aligned numpy buffer for arrays utvm allocates, a DLPack

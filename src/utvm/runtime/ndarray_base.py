@@ -1,4 +1,4 @@
-"""NDArrayBase: the tensor interface every backend's arrays share (DESIGN.md §3).
+"""NDArrayBase: the tensor interface every backend's arrays share (docs/architecture.md §3).
 
 `utvm.runtime.NDArray` (host memory, the `local` backend) and `utvm.rpc.RemoteNDArray` (device memory
 over an RPC session) both derive from it, so code that takes an array works with either:

@@ -1,4 +1,4 @@
-"""PackedFunc, argument conversion and the process-wide global function registry (seed 004, DESIGN.md §3).
+"""PackedFunc, argument conversion and the process-wide global function registry (seed 004, docs/architecture.md §3).
 
 A PackedFunc takes positional arguments of a fixed set of kinds; each one travels as a TVMValue plus a
 type code (`TypeCode`). `convert_arg` is the single place that decides which kind a Python value is:

@@ -1,4 +1,4 @@
-"""Type codes of the TVM ABI, defined once for all of Python (DESIGN.md §5.3).
+"""Type codes of the TVM ABI, defined once for all of Python (docs/architecture.md §5.3).
 
 The C side defines the same numbers once in `crt/include/tvm/runtime/c_runtime_api.h` and
 `crt/include/dlpack/dlpack.h`; `tests/vectors/abi.json` holds them and both sides check against it.

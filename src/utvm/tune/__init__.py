@@ -1,4 +1,4 @@
-"""Tuning operator schedules on the device (DESIGN.md §11): tasks, the tuning log, search strategies and
+"""Tuning operator schedules on the device (docs/architecture.md §11): tasks, the tuning log, search strategies and
 the measurement of candidates over RPC. `utvm tune` drives it; `utvm compile --tuning-log` applies a log.
 
     from utvm.tune import extract_tasks, tune, format_summary

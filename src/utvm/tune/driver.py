@@ -1,4 +1,4 @@
-"""The tuning driver: every task of a model, measured in batches, logged as it goes (DESIGN.md §11).
+"""The tuning driver: every task of a model, measured in batches, logged as it goes (docs/architecture.md §11).
 
     from utvm.tune import tune
     result = tune("kws_ref_model.tflite", "kws.jsonl", platform="qemu-cortex-m4", rounding="double")

@@ -1,4 +1,4 @@
-"""Measuring schedule candidates on a device, many per firmware (DESIGN.md §5.4, §11).
+"""Measuring schedule candidates on a device, many per firmware (docs/architecture.md §5.4, §11).
 
     m = Measurer("qemu-cortex-m4", timeout=20.0, seed=0)
     for result in m.measure(task, [task.space.default, {...}, ...]):   # one firmware per batch

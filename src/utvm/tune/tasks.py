@@ -1,4 +1,4 @@
-"""Tuning tasks: the distinct workloads of a model's kernels that have choices (DESIGN.md §11).
+"""Tuning tasks: the distinct workloads of a model's kernels that have choices (docs/architecture.md §11).
 
     tasks = extract_tasks("kws_ref_model.tflite", "cortex-m4", rounding="double")
     for t in tasks:

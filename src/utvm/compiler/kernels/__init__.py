@@ -7,7 +7,7 @@ A kernel is a function registered for an op name:
 
 It reads the node through `ctx` (tensors, `ctx.params()` = the op module's `prepare(node, graph, rounding)`)
 and returns C *statements* that compute the outputs from the inputs. The code generator wraps them into a
-function in the chosen calling convention (DESIGN.md §6), so a kernel never sees DLTensor, TVMValue or
+function in the chosen calling convention (docs/architecture.md §6), so a kernel never sees DLTensor, TVMValue or
 the convention:
 
     int32_t tvmgen_<model>_<op>(const int8_t* in0, ..., int8_t* out0 [, uint8_t* scratch] [, uint8_t* state])
@@ -155,7 +155,7 @@ typedef union {
     # instructions: r1 = floor((x*m + 2^30) / 2^31) (SaturatingRoundingDoublingHighMul without its
     # INT32_MIN case; the carry of LSRS is bit 30), then floor((r1 - (r1 < 0) + 2^(n-1)) / 2^n)
     # (RoundingDivideByPOT, half away from zero; the carry of ASRS is bit n-1). Idea: CMSIS-NN's optional
-    # asm requantization (KERNELS.md §4.1), written here.
+    # asm requantization (docs/kernels.md §4.3), written here.
     "requant:double_asm": """\
 static inline int32_t tvm_requant_double_asm(int32_t x, int32_t m, int32_t n) {
   int32_t lo;

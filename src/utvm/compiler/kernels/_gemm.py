@@ -14,13 +14,13 @@ positions k..k+3, the words (x[k], x[k+2]) and (x[k+1], x[k+3]) (`perm`), which 
 SXTAB16-ror-8 of a word of 4 input bytes give; the weights are words of 4 int8 values in their natural
 order, so SXTB16 / SXTB16-ror-8 of a weight word give the matching (w[k], w[k+2]) / (w[k+1], w[k+3]) -- or,
 with `w_fmt = i16`, those int16 pairs pre-widened at compile time (twice the flash, no unpacking in the
-loop). Ideas from CMSIS-NN's `arm_nn_mat_mult_kernel_s8_s16` (a 2x2 SMLAD block) and KERNELS.md §5,
+loop). Ideas from CMSIS-NN's `arm_nn_mat_mult_kernel_s8_s16` (a 2x2 SMLAD block) and docs/kernels.md §5,
 written here. Portable targets (host, Cortex-M0/M3): the same blocks in plain C over natural-order columns.
 
 Knobs (all bit-exact; `gemm_knobs`): `px_block` (pixels per block), `oc_block` (channels per block),
 `k_unroll` (4-value groups per loop iteration), `w_fmt` (i8 | i16; i16 on DSP targets only), `requant`
 (c | fast, see `Requant`), `no_sched` (GCC's pre-register-allocation scheduler off for the operator, which
-otherwise hoists the loads of unrolled SMLAD code and spills; KERNELS.md §0).
+otherwise hoists the loads of unrolled SMLAD code and spills; docs/kernels.md §2.4).
 """
 
 from __future__ import annotations

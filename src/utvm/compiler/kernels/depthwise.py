@@ -23,7 +23,7 @@ plane.
   word-aligned), so every word is an aligned (x[2i], x[2i+1]) pair, shared by all pixels of the block: a
   pixel whose taps k, k+1 fall on one word uses SMLAD with the compile-time word (w[k], w[k+1]); a pixel
   whose tap falls on one half only uses SMLAxy with a weight word holding that tap in either half. For
-  stride 1 and two pixels this is the 2-pixel input sharing of KERNELS.md §5.3: a 3x3 row of two pixels is
+  stride 1 and two pixels this is the 2-pixel input sharing of docs/kernels.md §6.2: a 3x3 row of two pixels is
   one LDRD, two SMLAD and two single MACs, with two weight words per row. Aligned words and adjacent
   weight words are loaded in pairs by an LDRD asm (GCC rarely pairs them itself), each just before its
   first use. With `dw_px * sw` odd (one pixel, odd stride) the words are loaded unaligned at each pixel's

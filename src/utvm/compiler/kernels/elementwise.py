@@ -147,7 +147,7 @@ def direct(ctx: KernelContext) -> KernelCode:
 #
 # int8 add/sub: each input's rescale a' = MBQM((a - zp_a) << 20, m_a, e_a) is a function of one int8 value,
 # so a 256-entry int32 table per input (computed at compile time by utvm.ops' own fixed-point code, indexed
-# by the input's byte) replaces it exactly (KERNELS.md §4.9, §5.6); sub stores -b'. Only the output
+# by the input's byte) replaces it exactly (docs/kernels.md §7); sub stores -b'. Only the output
 # requantization MBQM(a' +/- b', m_o, e_o) runs per element. int8 mul: the tables hold a - zp_a and
 # b - zp_b (TFLite's int32 product (a - zp_a) * (b - zp_b) needs no table, but the lookups are as cheap as
 # the subtractions and carry the doubling below for free).

@@ -10,7 +10,7 @@ extra sources. The executable is cached by a content hash of every input (`utvm.
 so an unchanged rebuild costs a hash.
 
 Started with no arguments the executable needs nothing from Python: any client that speaks the wire
-format (DESIGN.md §5) can drive it. `HostPlatform().start(exe)` starts it and returns a connected
+format (docs/architecture.md §5) can drive it. `HostPlatform().start(exe)` starts it and returns a connected
 `utvm.rpc.Session`.
 """
 
@@ -32,7 +32,7 @@ EXECUTABLE_NAME = "utvm_host_device"
 CRT_LIBS = ("common", "memory", "rpc_common", "rpc_server", "host")
 OPT_FLAGS = ("-O2",)
 
-#: crt_config.h values of the host firmware unless the caller overrides them: 2 KiB packets (DESIGN.md
+#: crt_config.h values of the host firmware unless the caller overrides them: 2 KiB packets (docs/architecture.md
 #: §5.3) and room for runtime.RPCTimeEvaluator's full argument list (TVM clients send up to 12). The rest
 #: come from the CRT's host/crt_config.h.
 DEFAULT_CRT_CONFIG: dict[str, int] = {"TVM_CRT_MAX_PACKET_SIZE_BYTES": 2048, "TVM_CRT_MAX_ARGS": 16}

@@ -1,4 +1,4 @@
-"""QEMU Cortex-M platforms: utvm firmware on qemu-system-arm's MPS2 boards (DESIGN.md §9).
+"""QEMU Cortex-M platforms: utvm firmware on qemu-system-arm's MPS2 boards (docs/architecture.md §9).
 
 `qemu-cortex-m3` (mps2-an385), `qemu-cortex-m4` (mps2-an386, hard float), `qemu-cortex-m7` (mps2-an500).
 

@@ -32,7 +32,7 @@ __all__ = ["CortexMFirmware", "QemuCortexM3Platform", "QemuCortexM4Platform", "Q
 TEST_FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "host"
 CRT_LIBS = ("common", "memory", "rpc_common", "rpc_server")
 
-#: crt_config.h of the RPC firmware unless the caller overrides it: 2 KiB packets (DESIGN.md §5.3), room for
+#: crt_config.h of the RPC firmware unless the caller overrides it: 2 KiB packets (docs/architecture.md §5.3), room for
 #: runtime.RPCTimeEvaluator's full argument list, and a 256 KiB workspace stack for generated code.
 DEFAULT_CRT_CONFIG: dict[str, int] = {
     "TVM_CRT_MAX_PACKET_SIZE_BYTES": 2048,

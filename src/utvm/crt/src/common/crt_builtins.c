@@ -1,5 +1,5 @@
 /*
- * crt_builtins.c -- the global functions TVMInitializeRuntime registers (DESIGN.md §4):
+ * crt_builtins.c -- the global functions TVMInitializeRuntime registers (docs/architecture.md §4):
  *   runtime.SystemLib([name])                            -> module handle (kTVMModuleHandle): no name or
  *                                                           "" the default, else the model `name`
  *   tvm.rpc.server.ModuleGetFunction(mod, name[, query]) -> function handle, or null if absent

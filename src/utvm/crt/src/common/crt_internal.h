@@ -1,7 +1,7 @@
 /*
  * crt_internal.h -- declarations shared between the files of libcommon; not part of the public API.
  *
- * Handles (DESIGN.md §4): a function handle is ((module_index | 0x8000) << 16) | (function_index | 0x8000)
+ * Handles (docs/architecture.md §4): a function handle is ((module_index | 0x8000) << 16) | (function_index | 0x8000)
  * as a pointer-sized integer; never NULL. Module indices:
  *   0 .. TVM_CRT_MAX_REGISTERED_MODULES - 1   registered modules
  *   TVM_CRT_MAX_REGISTERED_MODULES            the global function registry

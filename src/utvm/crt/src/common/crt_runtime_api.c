@@ -56,7 +56,7 @@ static tvm_crt_error_t resolve_function(uint32_t module_index, uint32_t function
     const TVMModule* mod = g_modules[module_index];
     if (TVMFuncRegistry_GetByIndex(mod->registry, (tvm_function_index_t)function_index, &out->func) ==
         kTvmErrorNoError) {
-      /* The callee's resource_handle is its module (DESIGN.md §4); the API type is a plain void*. */
+      /* The callee's resource_handle is its module (docs/architecture.md §4); the API type is a plain void*. */
       out->resource_handle = (void*)(uintptr_t)mod;
       err = kTvmErrorNoError;
     }

@@ -1,5 +1,5 @@
 /*
- * time_evaluator.c -- runtime.RPCTimeEvaluator (DESIGN.md §5.4).
+ * time_evaluator.c -- runtime.RPCTimeEvaluator (docs/architecture.md §5.4).
  *
  * runtime.RPCTimeEvaluator(module, name, device_type, device_id, number, repeat, min_repeat_ms
  *                          [, limit_zero_time_iterations = 100, cooldown_interval_ms = 0,

@@ -1,7 +1,7 @@
 /*
  * minrpc_server.c -- receiving, checking and executing MinRPC messages (see minrpc_server.h).
  *
- * Layout of a message body (DESIGN.md §5.3, all little endian): u64 nbytes (bytes after itself), i32 code,
+ * Layout of a message body (docs/architecture.md §5.3, all little endian): u64 nbytes (bytes after itself), i32 code,
  * then per code: CallFunc u64 handle + packed sequence; CopyFromRemote / CopyToRemote a bare tensor
  * header (u64 data, i32 device type, i32 device id, i32 ndim, u8 code, u8 bits, u16 lanes,
  * i64 shape[ndim], u64 byte_offset) + u64 nbytes (+ the bytes for CopyToRemote); InitServer u64 length

@@ -1,5 +1,5 @@
 /*
- * minrpc_server.h -- the on-device MinRPC server (DESIGN.md §5.3); private to librpc_server (tests and
+ * minrpc_server.h -- the on-device MinRPC server (docs/architecture.md §5.3); private to librpc_server (tests and
  * fuzz targets include it by path). Depends on c_runtime_api.h, config.h, error_codes.h.
  *
  * The server is event driven: the session hands it the body of each normal message as it arrives
@@ -29,7 +29,7 @@ extern "C" {
 
 /* TVM_CRT_RPC_EXCEPTION_MESSAGE_BYTES (longest Exception text) comes from config.h. */
 
-/*! \brief RPC codes (DESIGN.md §5.3); values are wire format. */
+/*! \brief RPC codes (docs/architecture.md §5.3); values are wire format. */
 typedef enum {
   kTVMMinRpcNone = 0,
   kTVMMinRpcShutdown = 1,

@@ -23,7 +23,7 @@ extern "C" {
 /*! \brief Version string of the RPC protocol spoken by this runtime. */
 #define TVM_VERSION "0.8.0"
 
-/*! \brief Type codes of TVMValue (extends DLDataTypeCode). Values are ABI (DESIGN.md §5.3). */
+/*! \brief Type codes of TVMValue (extends DLDataTypeCode). Values are ABI (docs/architecture.md §5.3). */
 typedef enum {
   kTVMArgInt = kDLInt,
   kTVMArgUInt = kDLUInt,
@@ -66,7 +66,7 @@ typedef struct {
   size_t size;
 } TVMByteArray;
 
-/*! \brief The one signature of every C function the runtime calls (DESIGN.md §4).
+/*! \brief The one signature of every C function the runtime calls (docs/architecture.md §4).
  * resource_handle is the owning TVMModule* for module functions, NULL for globals. */
 typedef int (*TVMBackendPackedCFunc)(TVMValue* args, int* type_codes, int num_args,
                                      TVMValue* out_ret_value, int* out_ret_tcode,

@@ -1,5 +1,5 @@
 /*
- * main_rpc.c -- the RPC firmware: the utvm RPC server on UART0 (DESIGN.md §5).
+ * main_rpc.c -- the RPC firmware: the utvm RPC server on UART0 (docs/architecture.md §5).
  *
  * Boot: UART, platform (memory), RPC server (initialises the runtime and sends a session terminate, so a
  * waiting host learns of the reset), then the firmware's own globals: with UTVM_WITH_TEST_FUNCTIONS the

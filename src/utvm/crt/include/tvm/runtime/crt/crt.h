@@ -5,7 +5,7 @@
  * workspace stack) and a platform port (TVMPlatform* hooks, e.g. libhost). No malloc: every table is a
  * static array sized by crt_config.h.
  *
- * Handles (DESIGN.md §4), opaque 32-bit values in a void*, never NULL:
+ * Handles (docs/architecture.md §4), opaque 32-bit values in a void*, never NULL:
  *   function  ((module_index | 0x8000) << 16) | (function_index | 0x8000)
  *             module_index TVM_CRT_MAX_REGISTERED_MODULES = the global registry (0x80028003 is global
  *             function 3 with 2 module slots); TVM_CRT_MAX_REGISTERED_MODULES + 1 = time evaluators

@@ -1,7 +1,7 @@
 /*
  * tvm/runtime/crt/error_codes.h -- every error the C runtime can return.
  *
- * A tvm_crt_error_t is (category << 8) | code. Zero is success. Categories (DESIGN.md §4):
+ * A tvm_crt_error_t is (category << 8) | code. Zero is success. Categories (docs/architecture.md §4):
  * 1 function registry, 2 framing, 3 write stream, 4 session, 5 platform, 6 generated code,
  * 7 executor, 8 function call, 9 time evaluator. Numbers here are ABI: never renumber, only append.
  * tests/vectors/abi.json repeats them and both the C and the Python tests check against it.

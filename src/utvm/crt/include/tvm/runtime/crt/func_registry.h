@@ -2,7 +2,7 @@
  * tvm/runtime/crt/func_registry.h -- function registries: a const one that can live in flash, and a
  * mutable one over a caller-supplied RAM buffer. Depends on c_runtime_api.h and error_codes.h only.
  *
- * names layout (DESIGN.md §4): a little-endian u16 count, then each NUL-terminated name, then one more
+ * names layout (docs/architecture.md §4): a little-endian u16 count, then each NUL-terminated name, then one more
  * NUL. funcs[i] is the function named by the i-th name. Example, two functions "ab" and "c":
  *   names = 02 00 'a' 'b' 00 'c' 00 00          funcs = { ab, c }
  * Names are never empty (an empty name would read as the end marker). Lookup is a linear scan and never

@@ -1,5 +1,5 @@
 /*
- * tvm/runtime/crt/microtvm_rpc_server.h -- the on-device RPC server (DESIGN.md §5), with microTVM's
+ * tvm/runtime/crt/microtvm_rpc_server.h -- the on-device RPC server (docs/architecture.md §5), with microTVM's
  * API so firmware written for microTVM ports unchanged. Depends on error_codes.h and write_stream.h.
  *
  * Use:

@@ -3,7 +3,7 @@
  *
  * A module is registered once into a table of TVM_CRT_MAX_REGISTERED_MODULES slots and named by a
  * TVMModuleHandle. Handles are opaque 32-bit values, never NULL: ((module_index | 0x8000) << 16), i.e.
- * a function handle (DESIGN.md §4) whose function half is empty, so one can never pass for the other.
+ * a function handle (docs/architecture.md §4) whose function half is empty, so one can never pass for the other.
  * A module struct may embed TVMModule as its first member to carry more state; module functions receive
  * the TVMModule* as their resource_handle.
  */

@@ -1,5 +1,5 @@
 /*
- * tvm/runtime/crt/platform.h -- the porting seam: every hook a platform implements (DESIGN.md §4).
+ * tvm/runtime/crt/platform.h -- the porting seam: every hook a platform implements (docs/architecture.md §4).
  * Nothing else in the CRT touches hardware or the OS. src/utvm/crt/host/platform.c is the POSIX port.
  * Every hook returning tvm_crt_error_t returns kTvmErrorNoError (0) on success.
  */

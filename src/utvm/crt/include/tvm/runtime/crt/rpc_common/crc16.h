@@ -1,6 +1,6 @@
 /*
  * tvm/runtime/crt/rpc_common/crc16.h -- CRC-16/CCITT-FALSE, the checksum of the framing layer
- * (DESIGN.md §5.1): polynomial 0x1021, initial value 0xFFFF, not reflected, no final XOR. Equal to
+ * (docs/architecture.md §5.1): polynomial 0x1021, initial value 0xFFFF, not reflected, no final XOR. Equal to
  * Python's binascii.crc_hqx(data, 0xFFFF). Depends on nothing but <stddef.h>/<stdint.h>.
  *
  * Table driven (512 bytes of const data, in flash on a microcontroller).

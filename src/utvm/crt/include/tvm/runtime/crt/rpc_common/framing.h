@@ -1,5 +1,5 @@
 /*
- * tvm/runtime/crt/rpc_common/framing.h -- the framing layer of the link (DESIGN.md §5.1).
+ * tvm/runtime/crt/rpc_common/framing.h -- the framing layer of the link (docs/architecture.md §5.1).
  * Depends on crc16.h, write_stream.h, error_codes.h and crt_config.h.
  *
  * Wire format of one packet: FF FD, u32 payload length (LE), payload, u16 CRC (LE). Length, payload and

@@ -1,5 +1,5 @@
 /*
- * tvm/runtime/crt/rpc_common/session.h -- the session layer of the link (DESIGN.md §5.2).
+ * tvm/runtime/crt/rpc_common/session.h -- the session layer of the link (docs/architecture.md §5.2).
  * Depends on framing.h and error_codes.h.
  *
  * Every framed payload is a session message: u16 session id (LE; low byte the initiator's nonce, high
