@@ -18,9 +18,7 @@ import json
 import os
 import shutil
 import struct
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -159,41 +157,17 @@ def seed_corpus(name: str, directory: Path) -> None:
 # Running
 
 
-class FuzzRun:
-    def __init__(self, name: str, binary: Path) -> None:
-        self.name = name
-        self.binary = binary
-        self.dir = Path(tempfile.mkdtemp(prefix=f"utvm-{name}-"))
-        seed_corpus(name, self.dir / "seeds")
-        (self.dir / "corpus").mkdir()
-        self.log = self.dir / "fuzz.log"
-        self.proc = subprocess.Popen(
-            [str(self.binary), f"-max_total_time={SECONDS}", "-timeout=20", "-rss_limit_mb=2048",
-             "-print_final_stats=1", f"-artifact_prefix={self.dir}/",
-             str(self.dir / "corpus"), str(self.dir / "seeds")],
-            stdout=subprocess.DEVNULL, stderr=self.log.open("wb"), env={**os.environ, **ENV},
-        )
-
-    def artifacts(self) -> list[Path]:
-        return [p for p in self.dir.iterdir() if p.name.split("-")[0] in ("crash", "leak", "timeout", "oom")]
-
-    def wait(self) -> tuple[int, list[Path], str]:
-        rc = self.proc.wait(timeout=SECONDS + 300)
-        return rc, self.artifacts(), self.log.read_text(errors="replace")
-
-    def abandon(self) -> None:
-        """Kill the target if its test never waited for it; keep its directory only if it found something."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-            if not self.artifacts():
-                shutil.rmtree(self.dir, ignore_errors=True)
+def start(name: str, binary: Path) -> campaign.Run:
+    run = campaign.Run(name)
+    seed_corpus(name, run.seeds)
+    run.start([str(binary)], SECONDS, ENV)
+    return run
 
 
-def start_all() -> dict[str, FuzzRun]:
+def start_all() -> dict[str, campaign.Run]:
     """Build every target, then start all of them (the campaign starts the Python targets beside them)."""
     binaries = {name: build_target(name) for name in TARGETS}
-    return {name: FuzzRun(name, binary) for name, binary in binaries.items()}
+    return {name: start(name, binary) for name, binary in binaries.items()}
 
 
 campaign.register("c", start_all)
@@ -201,22 +175,23 @@ pytestmark = pytest.mark.xdist_group(campaign.GROUP)
 
 
 @pytest.fixture
-def fuzz_runs(fuzz_campaign: dict[str, dict[str, FuzzRun]]) -> dict[str, FuzzRun]:
+def fuzz_runs(fuzz_campaign: dict[str, dict[str, campaign.Run]]) -> dict[str, campaign.Run]:
     return fuzz_campaign["c"]
 
 
 @pytest.mark.fuzz
 @pytest.mark.timeout(SECONDS + 900)
 @pytest.mark.parametrize("name", sorted(TARGETS))
-def test_fuzz_target(fuzz_runs: dict[str, FuzzRun], name: str) -> None:
+def test_fuzz_target(fuzz_runs: dict[str, campaign.Run], name: str) -> None:
     run = fuzz_runs[name]
     started = time.monotonic()
-    rc, artifacts, log = run.wait()
+    rc, artifacts, log = run.wait(timeout=SECONDS + 300)
     tail = "\n".join(log.splitlines()[-40:])
     if rc != 0 or artifacts:
         pytest.fail(
             f"{name} failed (exit {rc}); reproducer(s) kept: {', '.join(map(str, artifacts)) or '(none)'}\n"
-            f"run directory: {run.dir}\nreproduce: {run.binary} <reproducer>\n--- last lines of the log\n{tail}"
+            f"run directory: {run.dir}\nreproduce: {' '.join(run.command)} <reproducer>\n"
+            f"--- last lines of the log\n{tail}"
         )
     assert "Done" in log or "stat::number_of_executed_units" in log, tail
     runs = [ln for ln in log.splitlines() if "stat::number_of_executed_units" in ln]

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -35,7 +33,6 @@ HARNESS = HERE / "fuzz_import.py"
 MODELS = models_dir()
 SECONDS = int(os.environ.get("UTVM_FUZZ_SECONDS", "60"))
 TARGETS = ("tflite", "tflite-gen", "onnx", "onnx-proto", "mlf")
-ARTIFACTS = ("crash", "leak", "timeout", "oom")
 ENV = {"UTVM_HOST_MEMORY_BUDGET": str(64 << 20), "PYTHONUNBUFFERED": "1"}
 
 
@@ -55,47 +52,23 @@ def _stat(log: str, key: str) -> str:
     return lines[-1].split(":", 3)[-1].strip() if lines else "?"
 
 
-class FuzzRun:
-    def __init__(self, name: str, harness) -> None:  # noqa: ANN001
-        self.name = name
-        self.dir = Path(tempfile.mkdtemp(prefix=f"utvm-{name}-"))
-        harness.write_seeds(name, self.dir / "seeds")
-        (self.dir / "corpus").mkdir()
-        self.log = self.dir / "fuzz.log"
-        with self.log.open("wb") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, str(HARNESS), name, f"-max_total_time={SECONDS}", "-timeout=20",
-                 "-rss_limit_mb=2048", "-print_final_stats=1", f"-artifact_prefix={self.dir}/",
-                 str(self.dir / "corpus"), str(self.dir / "seeds")],
-                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **ENV}, cwd=self.dir,
-            )
-
-    def artifacts(self) -> list[Path]:
-        return [p for p in self.dir.iterdir() if p.name.split("-")[0] in ARTIFACTS]
-
-    def wait(self) -> tuple[int, list[Path], str]:
-        rc = self.proc.wait(timeout=SECONDS + 300)
-        return rc, self.artifacts(), self.log.read_text(errors="replace")
-
-    def abandon(self) -> None:
-        """Kill the target if its test never waited for it; keep its directory only if it found something."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-            if not self.artifacts():
-                shutil.rmtree(self.dir, ignore_errors=True)
+def start(name: str, harness) -> campaign.Run:  # noqa: ANN001 - the harness module
+    run = campaign.Run(name)
+    harness.write_seeds(name, run.seeds)
+    run.start([sys.executable, str(HARNESS), name], SECONDS, ENV, cwd=run.dir)
+    return run
 
 
-def start_all() -> dict[str, FuzzRun]:
+def start_all() -> dict[str, campaign.Run]:
     """Write every seed corpus and start every target (beside the C targets of the same campaign)."""
     if not MODELS.is_dir():
         pytest.fail(f"the model corpus {MODELS} is missing: the importer fuzzers' seed corpora are built "
                     "from it (the repository's models/ folder, or $UTVM_MODELS_DIR)")
     harness = _harness()
-    runs: dict[str, FuzzRun] = {}
+    runs: dict[str, campaign.Run] = {}
     try:
         for name in TARGETS:
-            runs[name] = FuzzRun(name, harness)
+            runs[name] = start(name, harness)
     except BaseException:
         for run in runs.values():
             run.abandon()
@@ -108,22 +81,22 @@ pytestmark = pytest.mark.xdist_group(campaign.GROUP)
 
 
 @pytest.fixture
-def fuzz_runs(fuzz_campaign: dict[str, dict[str, FuzzRun]]) -> dict[str, FuzzRun]:
+def fuzz_runs(fuzz_campaign: dict[str, dict[str, campaign.Run]]) -> dict[str, campaign.Run]:
     return fuzz_campaign["python"]
 
 
 @pytest.mark.fuzz
 @pytest.mark.timeout(SECONDS + 900)
 @pytest.mark.parametrize("name", TARGETS)
-def test_fuzz_importer(fuzz_runs: dict[str, FuzzRun], name: str) -> None:
+def test_fuzz_importer(fuzz_runs: dict[str, campaign.Run], name: str) -> None:
     run = fuzz_runs[name]
     started = time.monotonic()
-    rc, artifacts, log = run.wait()
+    rc, artifacts, log = run.wait(timeout=SECONDS + 300)
     tail = "\n".join(log.splitlines()[-60:])
     if rc != 0 or artifacts:
         pytest.fail(
             f"{name} failed (exit {rc}); reproducer(s) kept: {', '.join(map(str, artifacts)) or '(none)'}\n"
-            f"run directory: {run.dir}\nreproduce: {sys.executable} {HARNESS} {name} <reproducer>\n"
+            f"run directory: {run.dir}\nreproduce: {' '.join(run.command)} <reproducer>\n"
             f"--- last lines of the log\n{tail}"
         )
     assert "stat::number_of_executed_units" in log, tail
