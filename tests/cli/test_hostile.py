@@ -78,6 +78,9 @@ def _with_metadata(files: dict[str, bytes], edit: Callable[[dict], None]) -> dic
 
 # One name per test run, the same in every pytest-xdist worker (test ids must agree between workers).
 EVIL = f"evil_{os.environ.get('PYTEST_XDIST_TESTRUNUID', uuid.uuid4().hex)[:12]}"
+# A bad entry a test plants on disk itself: named apart from EVIL, which must never appear on disk while any
+# test of the run (in any pytest-xdist worker) looks for escaped members.
+PLANTED = f"planted_{EVIL[len('evil_'):]}"
 
 
 def _add(name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"int x;\n", linkname: str = "") -> Callable:
@@ -184,16 +187,16 @@ def test_bad_entries_of_an_extracted_mlf_directory(kind: str, hello_files: dict[
     for name, data in hello_files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes(data)
-    bad = root / "codegen" / "host" / "src" / f"{EVIL}.c"
+    bad = root / "codegen" / "host" / "src" / f"{PLANTED}.c"
     if kind == "symlink-file":
         bad.symlink_to("/etc/hostname")
     elif kind == "symlink-dir":
-        (root / EVIL).symlink_to(tmp_path)
+        (root / PLANTED).symlink_to(tmp_path)
     else:
         os.mkfifo(bad)
     assert main(["run", str(root), "--platform", "host", "-q"]) == EXIT_MODEL
     err = one_line_error(capsys.readouterr().err, "run")
-    assert EVIL in err
+    assert PLANTED in err
 
 
 @pytest.mark.parametrize("limits, message", [
