@@ -192,3 +192,17 @@ class TFLiteBuilder:
 
 def random_int8(rng: np.random.Generator, shape: Sequence[int]) -> np.ndarray:
     return rng.integers(-128, 128, size=tuple(shape), dtype=np.int8)
+
+
+def one_op_model(in_name: str = "x", out_name: str = "y", *, op: str = "RELU", custom_code: str | None = None,
+                 shape: Sequence[int] = (1, 4), dtype: str = "float32") -> bytes:
+    """A model of one float operator from `in_name` to `out_name` (a builtin `op`, or a custom operator
+    `custom_code`): for tests about names and files rather than arithmetic."""
+    b = TFLiteBuilder()
+    x = b.tensor(in_name, shape, dtype)
+    y = b.tensor(out_name, shape, dtype)
+    if custom_code is None:
+        b.op(op, [x], [y])
+    else:
+        b.custom_op(custom_code, [x], [y])
+    return b.build([x], [y])

@@ -18,21 +18,41 @@ output's shape and dtype, from the model's tensors).
 
 Bindings are process-wide (like a registry of kernels); `bindings(c=..., py=...)` binds for a `with`
 block only, which is what the Python API's `custom_ops=` arguments use.
+
+User Python runs inside the reference interpreter's error contract (docs/custom_ops.md, "Checking"): a twin
+that raises (SystemExit and GeneratorExit included), writes NaN into an integer output, writes an input or
+returns or leaves the wrong thing is an OracleError naming the operator and the twin. Under `time_limit(S)`
+(what `utvm run --timeout S` sets) every call runs in a forked child process of its own, which is killed,
+with everything it started, when it has not answered within S seconds: a twin that loops, crashes the
+interpreter or calls os._exit is one OracleError, never a hang or the end of utvm. A --custom-op-py file is
+imported once per process (`parse_py_spec` keeps the module of each unchanged file).
 """
 
 from __future__ import annotations
 
+import contextvars
+import hashlib
 import importlib.util
+import math
+import os
 import re
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+import select
+import signal
+import stat
+import struct
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from utvm.errors import UsageError
+from utvm.errors import OracleError, UsageError
 
 #: the canonical op name of a user operator
 OP = "custom"
@@ -40,10 +60,41 @@ OP = "custom"
 #: which sizes the generated code's arrays (tests/cli/test_custom_ops.py checks the two agree)
 MAX_TENSORS = 16
 
+#: the prefix of a user operator's C file among the generated sources (`CBinding.file_name`): platforms compile
+#: these files with the user-code flags (utvm.platform.USER_CODE_FLAGS), as they do --extra-source files
+USER_SOURCE_PREFIX = "utvm_user_"
+#: a source stem longer than this is shortened to its first characters and a hash of the whole (an MLF member
+#: name, a firmware project's file, a cache file: every file system takes it, `utvm.mlf.load` and tar read it)
+MAX_STEM_CHARS = 64
+#: a user operator's C file goes into the MLF whole: at most this many bytes (the MLF reader takes 512 MiB)
+MAX_SOURCE_BYTES = 64 << 20
+
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _IDENT_SUB = re.compile(r"[^A-Za-z0-9_]")
 #: what an operator name may be (a TFLite custom_code, a builtin or ONNX op type): printable, no separators
 _NAME = re.compile(r"[A-Za-z0-9_.\-/]{1,64}\Z")
+
+
+def safe_stem(raw: str) -> str:
+    """A file stem every file system, tar and make take: each character other than an ASCII letter, digit or
+    _ made `_`, and a stem longer than MAX_STEM_CHARS cut to 48 characters + `_` + 12 hex digits of the
+    SHA-256 of the whole (the same stem, the same result)."""
+    stem = "".join(ch if ch.isascii() and (ch.isalnum() or ch == "_") else "_" for ch in raw)
+    if len(stem) > MAX_STEM_CHARS:
+        digest = hashlib.sha256(raw.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+        stem = f"{stem[:48]}_{digest}"
+    return stem
+
+
+def user_file_name(source: str | Path) -> str:
+    """The name of the user's C file `source` among the generated sources: `utvm_user_<safe_stem>.c`."""
+    return f"{USER_SOURCE_PREFIX}{safe_stem(Path(source).stem)}.c"
+
+
+def is_user_source(name: str | Path) -> bool:
+    """Whether a generated source's file name is a user operator's C file (`user_file_name`)."""
+    n = Path(name).name
+    return n.startswith(USER_SOURCE_PREFIX) and n.endswith(".c")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,20 +107,28 @@ class CBinding:
 
     @property
     def file_name(self) -> str:
-        """Its name among the generated sources (codegen/host/src/ of the MLF)."""
-        stem = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in self.source.stem)
-        return f"utvm_user_{stem}.c"
+        """Its name among the generated sources (codegen/host/src/ of the MLF): user_file_name."""
+        return user_file_name(self.source)
 
     def text(self) -> str:
         """The C file's text; it must at least mention `symbol(` (a misspelt symbol is one line here, not a
-        linker's diagnostics after the build)."""
+        linker's diagnostics after the build). It goes into the MLF as text: UTF-8 only."""
+        _check_regular(self.source, f"--custom-op {self.name}")
         try:
-            text = self.source.read_text()
+            size = self.source.stat().st_size
+            if size > MAX_SOURCE_BYTES:
+                raise UsageError(f"--custom-op {self.name}: {self.source} holds {size:,} bytes (at most "
+                                 f"{MAX_SOURCE_BYTES:,}: it goes into the Model Library Format)")
+            data = self.source.read_bytes()
         except OSError as exc:
             raise OSError(exc.errno, f"--custom-op {self.name}: cannot read {self.source}: "
                                      f"{exc.strerror or exc}") from exc
+        try:
+            text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise UsageError(f"--custom-op {self.name}: {self.source} is not UTF-8 text") from exc
+            raise UsageError(f"--custom-op {self.name}: {self.source} is not UTF-8 text (byte "
+                             f"{data[exc.start]:#04x} at offset {exc.start}); the file goes into the Model "
+                             "Library Format as text") from exc
         if not re.search(rf"\b{self.symbol}\s*\(", text):
             raise UsageError(f"--custom-op {self.name}: {self.source} does not define the function "
                              f"{self.symbol!r}")
@@ -89,6 +148,8 @@ PyFunc = Callable[[list[CustomTensor], list[CustomTensor], bytes], Any]
 
 _C: dict[str, CBinding] = {}
 _PY: dict[str, PyFunc] = {}
+#: name -> where its Python implementation comes from, for messages ("twin.py:func", or the function's name)
+_PY_WHERE: dict[str, str] = {}
 
 
 def _check_name(name: str, what: str) -> str:
@@ -97,12 +158,33 @@ def _check_name(name: str, what: str) -> str:
     return name
 
 
-def register(name: str, func: PyFunc) -> None:
-    """Bind operator `name` to the numpy implementation `func(inputs, outputs, options)`."""
+def _check_regular(path: Path, what: str) -> None:
+    """OSError (status 8) when `path` does not exist, UsageError when it is not a regular file (a FIFO would
+    block the read, a directory or a device is no source)."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise OSError(exc.errno, f"{what}: {path}: {exc.strerror or 'cannot be read'}") from exc
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"{what}: {path} is not a regular file")
+
+
+def _where(func: Any) -> str:
+    name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None)
+    module = getattr(func, "__module__", None)
+    if isinstance(name, str) and isinstance(module, str):
+        return f"{module}.{name}"
+    return name if isinstance(name, str) else type(func).__name__
+
+
+def register(name: str, func: PyFunc, *, where: str | None = None) -> None:
+    """Bind operator `name` to the numpy implementation `func(inputs, outputs, options)`; `where` says in
+    messages where it comes from (default: the function's qualified name)."""
     _check_name(name, "custom op")
     if not callable(func):
-        raise UsageError(f"custom op {name}: {func!r} is not callable")
+        raise UsageError(f"custom op {name}: {type(func).__name__} object is not callable")
     _PY[name] = func
+    _PY_WHERE[name] = where or _where(func)
 
 
 def bind_c(name: str, source: str | Path, symbol: str) -> CBinding:
@@ -113,8 +195,9 @@ def bind_c(name: str, source: str | Path, symbol: str) -> CBinding:
     path = Path(source)
     if path.suffix != ".c":
         raise UsageError(f"--custom-op {name}: {path} is not a .c file")
-    if not path.is_file():
+    if not path.exists():
         raise OSError(2, f"--custom-op {name}: {path}: no such file")
+    _check_regular(path, f"--custom-op {name}")
     b = CBinding(name, path, symbol)
     _C[name] = b
     return b
@@ -124,6 +207,7 @@ def unregister(name: str) -> None:
     """Forget both bindings of `name`."""
     _C.pop(name, None)
     _PY.pop(name, None)
+    _PY_WHERE.pop(name, None)
 
 
 def is_bound(name: str) -> bool:
@@ -142,7 +226,7 @@ def py_impl(name: str) -> PyFunc | None:
 def bindings(c: Mapping[str, tuple[str | Path, str]] | None = None,
              py: Mapping[str, PyFunc] | None = None) -> Iterator[None]:
     """Bind `c` (name -> (file.c, symbol)) and `py` (name -> func) for the `with` block, then restore."""
-    saved = dict(_C), dict(_PY)
+    saved = dict(_C), dict(_PY), dict(_PY_WHERE), set(_FROM_ARGS)
     try:
         for name, (src, sym) in (c or {}).items():
             bind_c(name, src, sym)
@@ -154,6 +238,10 @@ def bindings(c: Mapping[str, tuple[str | Path, str]] | None = None,
         _C.update(saved[0])
         _PY.clear()
         _PY.update(saved[1])
+        _PY_WHERE.clear()
+        _PY_WHERE.update(saved[2])
+        _FROM_ARGS.clear()
+        _FROM_ARGS.update(saved[3])
 
 
 # --- command-line specs --------------------------------------------------------------------------------------
@@ -178,34 +266,72 @@ def parse_c_spec(spec: str) -> CBinding:
     return bind_c(*split_spec(spec, ".c", "symbol"))
 
 
-def parse_py_spec(spec: str) -> str:
-    """Load FILE.py and bind `NAME=FILE.py:func` (--custom-op-py); returns the name."""
-    name, path, func = split_spec(spec, ".py", "func")
-    if not path.is_file():
-        raise OSError(2, f"--custom-op-py {name}: {path}: no such file")
+#: the modules of --custom-op-py files, by (resolved path, inode, size, mtime): each unchanged file is executed
+#: once per process, however many commands or operators name it
+_MODULES: dict[tuple[str, int, int, int], ModuleType] = {}
+
+
+def _load_module(name: str, path: Path) -> ModuleType:
+    """The module of the --custom-op-py file `path` (executed on first use). Whatever its code raises at
+    import, SystemExit included, is an OracleError (the reference interpreter's status: the user's Python
+    failed); Ctrl-C stays Ctrl-C."""
+    what = f"--custom-op-py {name}"
+    if not path.exists():
+        raise OSError(2, f"{what}: {path}: no such file")
+    _check_regular(path, what)
+    st = path.stat()
+    key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+    if key in _MODULES:
+        return _MODULES[key]
     mod_spec = importlib.util.spec_from_file_location(f"utvm_custom_op_{_IDENT_SUB.sub('_', name)}", path)
     if mod_spec is None or mod_spec.loader is None:
-        raise UsageError(f"--custom-op-py {name}: cannot load {path} as a Python module")
+        raise UsageError(f"{what}: cannot load {path} as a Python module")
     module = importlib.util.module_from_spec(mod_spec)
     try:
-        mod_spec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001 - the user's module: any failure is reported as one line
-        raise UsageError(f"--custom-op-py {name}: {path} failed to load: {type(exc).__name__}: {exc}") from exc
+        with redirect_stdout(sys.stderr):  # what it prints at import: stdout may be the command's JSON
+            mod_spec.loader.exec_module(module)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the user's module: any failure, SystemExit too, is one line
+        raise OracleError(f"{what}: {path} failed to load: {_describe_exception(exc)}") from None
+    _MODULES[key] = module
+    return module
+
+
+def parse_py_spec(spec: str) -> str:
+    """Load FILE.py (once per process: `_load_module`) and bind `NAME=FILE.py:func` (--custom-op-py);
+    returns the name."""
+    name, path, func = split_spec(spec, ".py", "func")
+    module = _load_module(name, path)
     fn = getattr(module, func, None)
     if not callable(fn):
         raise UsageError(f"--custom-op-py {name}: {path} defines no function {func!r}")
-    register(name, fn)
+    register(name, fn, where=f"{path.name}:{func}")
     return name
 
 
 _FROM_ARGS: set[str] = set()
 
 
+def _refuse_repeats(specs: Sequence[str], ext: str, what: str) -> None:
+    option = "--custom-op" if ext == ".c" else "--custom-op-py"
+    seen: set[str] = set()
+    for spec in specs:
+        name = split_spec(spec, ext, what)[0]
+        if name in seen:
+            raise UsageError(f"{option} {name} is given twice (one implementation per operator)")
+        seen.add(name)
+
+
 def apply_args(c_specs: list[str] | None, py_specs: list[str] | None) -> None:
     """Bind the --custom-op and --custom-op-py values of a command line, replacing those of an earlier one
-    run in the same process (bindings made through the Python API stay). Nothing given: nothing changes."""
+    run in the same process (bindings made through the Python API stay). Nothing given: nothing changes.
+    An operator named twice by one option is a UsageError (never: the last one wins). Applying the same
+    values again (a command binds before and while compiling) executes no Python file again (_load_module)."""
     if not c_specs and not py_specs:
         return
+    _refuse_repeats(c_specs or (), ".c", "symbol")
+    _refuse_repeats(py_specs or (), ".py", "func")
     for name in _FROM_ARGS:
         unregister(name)
     _FROM_ARGS.clear()
@@ -233,11 +359,11 @@ def user_sources(graph: Any) -> dict[str, str]:
     return out
 
 
-def check_all_used(graph: Any) -> None:
-    """A UsageError naming every bound operator `graph` does not run as a user operator: a name the model
-    lacks, or one utvm implements itself (only CUSTOM codes and operators without a converter are bound),
-    so a binding is never silently ignored."""
-    used = {str(n.attrs.get("name")) for n in graph.nodes if n.op == OP}
+def check_all_used(graph: Any, *more: Any) -> None:
+    """A UsageError naming every bound operator `graph` (and the graphs `more`, all compiled with these
+    bindings) does not run as a user operator: a name the model lacks, or one utvm implements itself (only
+    CUSTOM codes and operators without a converter are bound), so a binding is never silently ignored."""
+    used = {str(n.attrs.get("name")) for g in (graph, *more) for n in g.nodes if n.op == OP}
     unused = sorted((set(_C) | set(_PY)) - used)
     if unused:
         raise UsageError(f"--custom-op {', '.join(unused)}: the model has no such operator for a user "
@@ -263,8 +389,6 @@ def describe(graph: Any, packed: bool) -> list[dict[str, str]]:
 def check_reference(graph: Any) -> None:
     """OracleError naming the first user operator of `graph` the reference interpreter cannot run (no Python
     implementation bound)."""
-    from utvm.errors import OracleError
-
     for i, node in enumerate(graph.nodes):
         name = str(node.attrs.get("name"))
         if node.op == OP and name not in _PY:
@@ -274,3 +398,311 @@ def check_reference(graph: Any) -> None:
 def no_python_message(label: str, name: str) -> str:
     return (f"{label}: user operator {name!r} has no Python implementation for the reference interpreter "
             f"(--custom-op-py {name}=FILE.py:func, or utvm.custom_ops.register)")
+
+
+# --- running a Python implementation (the reference interpreter's side) ---------------------------------------
+
+_TIME_LIMIT: contextvars.ContextVar[float | None] = contextvars.ContextVar("utvm_custom_op_time_limit",
+                                                                          default=None)
+#: the answer of a twin's child process: b"K" + u64 length + the outputs' bytes, or b"E" + length + a message
+_HEADER = struct.Struct("<cQ")
+_MAX_MESSAGE_BYTES = 1 << 16
+_MAX_SHOWN_CHARS = 300
+#: one wait of the parent at most (a time limit of 1e308 s still waits in steps a poll() takes)
+_MAX_WAIT_S = 3600.0
+
+InputSpec = tuple[np.ndarray, float, int]  # data, scale, zero point
+OutputSpec = tuple[tuple[int, ...], str, float, int]  # shape, dtype, scale, zero point
+
+
+@contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Within the block every call of a Python implementation runs in a forked child process, stopped (with
+    whatever it started) when it has not answered within `seconds` of wall-clock time: an OracleError
+    naming the operator and the twin. `utvm run --timeout S` runs the command under time_limit(S). None:
+    calls run in this process, unbounded (their failures are still OracleErrors)."""
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int | float)
+                                or not math.isfinite(seconds) or seconds <= 0):
+        raise UsageError(f"custom op time limit {seconds!r}: expected a finite number of seconds > 0, or None")
+    token = _TIME_LIMIT.set(None if seconds is None else float(seconds))
+    try:
+        yield
+    finally:
+        _TIME_LIMIT.reset(token)
+
+
+def run_python(name: str, label: str, inputs: Sequence[InputSpec], outputs: Sequence[OutputSpec],
+               options: bytes) -> list[np.ndarray]:
+    """Call the Python implementation of user operator `name` (node `label`) as the C function would be
+    called: read-only input tensors, zero-filled outputs to fill in place, the option bytes. Returns the
+    outputs, checked against their declared shape and dtype. Every way the user's code can fail is an
+    OracleError naming the node, the operator and the twin; under `time_limit` the call runs in a child
+    process (see there)."""
+    fn = _PY.get(name)
+    if fn is None:
+        raise OracleError(no_python_message(label, name))
+    what = f"{label}: the Python implementation of user operator {name!r} ({_PY_WHERE.get(name) or _where(fn)})"
+    limit = _TIME_LIMIT.get()
+    if limit is None or not hasattr(os, "fork"):
+        return _call(fn, what, inputs, outputs, options)
+    return _call_in_child(fn, what, inputs, outputs, options, limit)
+
+
+def _safe_text(value: object) -> str:
+    """str(value) of the user's object, bounded; never raising."""
+    try:
+        text = str(value)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # noqa: BLE001 - a __str__ of the user's that fails
+        return f"<{type(value).__name__} that cannot be printed>"
+    return text if len(text) <= _MAX_SHOWN_CHARS else text[:_MAX_SHOWN_CHARS - 3] + "..."
+
+
+def _describe_exception(exc: BaseException) -> str:
+    """What the user's code did, for an error line: `raised ValueError: ...`, `called sys.exit(3)`."""
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        shown = (repr(code) if code is None or (isinstance(code, int) and abs(code) < 10**18)
+                 else "a huge integer" if isinstance(code, int) else repr(_safe_text(code)))
+        return f"called sys.exit({shown}) (a twin returns; it never exits utvm)"
+    text = _safe_text(exc)
+    if isinstance(exc, RuntimeWarning) and "invalid value encountered in cast" in text:
+        return "wrote NaN or an infinity into an integer output (numpy: invalid value encountered in cast)"
+    hint = ""
+    if isinstance(exc, ValueError) and "read-only" in text:
+        hint = " (the inputs are read only: write only the outputs)"
+    elif isinstance(exc, ValueError) and "NaN" in text and "integer" in text:
+        hint = " (NaN written into an integer output)"
+    return f"raised {type(exc).__name__}: {text}{hint}" if text else f"raised {type(exc).__name__}{hint}"
+
+
+def _call(fn: PyFunc, what: str, inputs: Sequence[InputSpec], outputs: Sequence[OutputSpec],
+          options: bytes) -> list[np.ndarray]:
+    """run_python in this process."""
+    originals = [np.asarray(a) for a, _scale, _zp in inputs]
+    copies = [a.copy() for a in originals]
+    for a in copies:
+        a.flags.writeable = False
+    ins = [CustomTensor(a, float(scale), int(zp)) for a, (_a, scale, zp) in zip(copies, inputs, strict=True)]
+    given = [CustomTensor(np.zeros(shape, dtype), float(scale), int(zp)) for shape, dtype, scale, zp in outputs]
+    outs = list(given)
+    try:
+        with warnings.catch_warnings():
+            # numpy casting NaN or an infinity into an integer array writes garbage and warns: here an error
+            warnings.filterwarnings("error", message="invalid value encountered in cast", category=RuntimeWarning)
+            rc = fn(ins, outs, bytes(options))
+            return _checked(what, rc, copies, originals, outs, outputs)
+    except OracleError:
+        raise
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the user's code: SystemExit and GeneratorExit too
+        raise OracleError(f"{what} {_describe_exception(exc)}") from None
+
+
+def _checked(what: str, rc: object, copies: list[np.ndarray], originals: list[np.ndarray], outs: list[Any],
+             outputs: Sequence[OutputSpec]) -> list[np.ndarray]:
+    if rc is not None:
+        if isinstance(rc, bool | np.bool_) or not isinstance(rc, int | np.integer):
+            raise OracleError(f"{what} returned a value of type {type(rc).__name__}; it returns None or 0 for "
+                              "success, another integer for an error")
+        value = int(rc)
+        if value != 0:
+            raise OracleError(f"{what} returned {value if abs(value) < 10**18 else 'a huge integer'} (an error)")
+    for i, (a, b) in enumerate(zip(copies, originals, strict=True)):
+        if a.tobytes() != b.tobytes():
+            raise OracleError(f"{what} wrote its input {i}; the inputs are read only")
+    if len(outs) != len(outputs) or not all(isinstance(t, CustomTensor) for t in outs):
+        raise OracleError(f"{what} changed the list of its {len(outputs)} output(s); fill each output's data in "
+                          "place")
+    results = []
+    for i, (t, (shape, dtype, _scale, _zp)) in enumerate(zip(outs, outputs, strict=True)):
+        data = t.data
+        if not isinstance(data, np.ndarray):
+            raise OracleError(f"{what} left output {i} as a {type(data).__name__}, not a numpy array of "
+                              f"{dtype}{list(shape)}")
+        if data.shape != tuple(shape) or data.dtype != np.dtype(dtype):
+            raise OracleError(f"{what} left output {i} as {data.dtype}{list(data.shape)}; expected "
+                              f"{dtype}{list(shape)}")
+        results.append(np.array(data, dtype=data.dtype, order="C", copy=True))
+    return results
+
+
+def _flush_std_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):  # closed, or not a stream at all
+            pass
+
+
+def _call_in_child(fn: PyFunc, what: str, inputs: Sequence[InputSpec], outputs: Sequence[OutputSpec],
+                   options: bytes, limit: float) -> list[np.ndarray]:
+    """run_python in a forked child process of its own process group, killed (the group) unless it answers
+    within `limit` seconds; the outputs come back over a pipe as raw bytes (nothing is unpickled)."""
+    sizes = [int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize for shape, dtype, _s, _z in outputs]
+    _flush_std_streams()  # else the child would write our buffered output a second time
+    r, w = os.pipe()
+    parent = os.getpid()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+: a fork while threads run
+            pid = os.fork()
+    except OSError as exc:
+        os.close(r)
+        os.close(w)
+        raise OracleError(f"{what}: cannot start a process to run it in: {exc.strerror or exc}") from None
+    if pid == 0:  # the child: never returns
+        _child_main(r, w, parent, fn, what, inputs, outputs, options)
+    os.close(w)
+    reaped = [False]
+    try:
+        try:
+            os.setpgid(pid, pid)  # also done by the child: whichever runs first
+        except OSError:
+            pass
+        payload = _await_answer(r, pid, reaped, limit, sum(sizes), what)
+    finally:
+        os.close(r)
+        _stop_child(pid, reaped)
+    results, offset = [], 0
+    for (shape, dtype, _s, _z), size in zip(outputs, sizes, strict=True):
+        results.append(np.frombuffer(payload, np.dtype(dtype), size // max(np.dtype(dtype).itemsize, 1),
+                                     offset).reshape(shape).copy())
+        offset += size
+    return results
+
+
+def _child_main(r: int, w: int, parent: int, fn: PyFunc, what: str, inputs: Sequence[InputSpec],
+                outputs: Sequence[OutputSpec], options: bytes) -> None:
+    code = 0
+    try:
+        os.close(r)
+        try:
+            os.setpgid(0, 0)  # its own group: killed as one, with whatever it starts; Ctrl-C reaches only utvm
+        except OSError:
+            pass
+        _die_with(parent)
+        import faulthandler
+
+        faulthandler.disable()  # a crash of the twin is reported in the parent's one line, not dumped here
+        try:  # what the twin prints goes to stderr: stdout may be the command's JSON
+            os.dup2(2, 1)
+            sys.stdout = sys.stderr
+        except OSError:
+            pass
+        try:
+            results = _call(fn, what, inputs, outputs, options)
+            body = b"".join(a.tobytes() for a in results)
+            message = _HEADER.pack(b"K", len(body)) + body
+        except BaseException as exc:  # noqa: BLE001 - an OracleError, or a KeyboardInterrupt the twin raised
+            text = str(exc) if isinstance(exc, OracleError) else f"{what} {_describe_exception(exc)}"
+            data = text.encode("utf-8", "backslashreplace")[:_MAX_MESSAGE_BYTES]
+            message = _HEADER.pack(b"E", len(data)) + data
+        _flush_std_streams()
+        view = memoryview(message)
+        while view:
+            view = view[os.write(w, view):]
+    except BaseException:  # noqa: BLE001 - nothing may return into the parent's stack
+        code = 70
+    finally:
+        os._exit(code)
+
+
+def _die_with(parent: int) -> None:
+    """Linux: this process is killed when utvm dies (SIGTERM, SIGKILL: no cleanup of ours runs then), so a
+    twin that loops never outlives it. Elsewhere a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # utvm died before the prctl
+        os._exit(70)
+
+
+def _await_answer(r: int, pid: int, reaped: list[bool], limit: float, expect: int, what: str) -> bytes:
+    """The outputs' bytes the child sends on `r`; an OracleError for its error message, for no answer within
+    `limit` seconds, or for an end without an answer (os._exit, a crash, a signal)."""
+    import selectors
+
+    deadline = time.monotonic() + limit
+    buf = bytearray()
+    need = _HEADER.size
+    kind = b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(r, selectors.EVENT_READ)
+        while True:
+            if not kind and len(buf) >= _HEADER.size:
+                kind, length = _HEADER.unpack_from(buf)
+                readable = (kind == b"K" and length == expect) or (kind == b"E" and length <= _MAX_MESSAGE_BYTES)
+                if not readable:
+                    raise OracleError(f"{what}: its process sent an answer utvm cannot read")
+                need = _HEADER.size + length
+            if kind and len(buf) >= need:
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise OracleError(f"{what} did not return within {limit:g} s (--timeout); it was stopped")
+            if not sel.select(min(remaining, _MAX_WAIT_S)):
+                continue
+            chunk = os.read(r, max(need - len(buf), 1 << 16))
+            if not chunk:
+                how = _exit_of(pid, reaped, deadline)
+                raise OracleError(f"{what} ended without returning ({how})")
+            buf += chunk
+    payload = bytes(buf[_HEADER.size:need])
+    if kind == b"E":
+        raise OracleError(payload.decode("utf-8", "replace"))
+    return payload
+
+
+def _exit_of(pid: int, reaped: list[bool], deadline: float) -> str:
+    """How the child that closed its pipe ended (waiting for it until `deadline`, where the system can)."""
+    pidfd = None
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pass
+    if pidfd is not None:
+        try:
+            select.select([pidfd], [], [], min(max(0.0, deadline - time.monotonic()), _MAX_WAIT_S))
+        finally:
+            os.close(pidfd)
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return "its process is gone"
+    if done == 0:
+        return "it closed its answer pipe"
+    reaped[0] = True
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            return f"its process was killed by {signal.Signals(sig).name}"
+        except ValueError:
+            return f"its process was killed by signal {sig}"
+    return f"its process exited with status {os.WEXITSTATUS(status)} (os._exit?)"
+
+
+def _stop_child(pid: int, reaped: list[bool]) -> None:
+    """Kill the child's process group (the child, and whatever it started) and reap the child."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    if reaped[0]:
+        return
+    try:
+        os.kill(pid, signal.SIGKILL)  # if it never made its own group
+    except OSError:
+        pass
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+    reaped[0] = True

@@ -120,7 +120,7 @@ def read_inputs(compiled: Any, given: Mapping[str, str | Path] | Sequence[str], 
                                  f"{files[x.name]!r} holds {a.dtype}{list(a.shape)}")
         else:
             a = r
-        out.append(np.ascontiguousarray(a))
+        out.append(np.asarray(a, order="C"))  # keeps a scalar (rank-0) input 0-d; ascontiguousarray makes it 1-d
     return out
 
 
@@ -296,7 +296,7 @@ def run_on_device(session: Any, compiled: Any, inputs: Sequence[np.ndarray], rep
     outputs; with repeat > 0 also time it (median seconds per call over `repeat` measurements)."""
     mod = session.system_lib()
     run = mod.get_function(compiled.run_function)
-    ins = [session.array(np.ascontiguousarray(a)) for a in inputs]
+    ins = [session.array(np.asarray(a, order="C")) for a in inputs]  # 0-d stays 0-d (a scalar input)
     outs = [session.empty(o.shape, o.dtype) for o in compiled.interface.outputs]
     try:
         run(*ins, *outs)

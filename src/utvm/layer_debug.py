@@ -145,7 +145,7 @@ def _input_list(compiled: Any, inputs: Sequence[np.ndarray] | Mapping[str, np.nd
         if str(a.dtype) != x.dtype or tuple(a.shape) != tuple(x.shape):
             raise UsageError(f"debug_layers: input {x.name!r} must be {x.dtype}{list(x.shape)}, got "
                              f"{a.dtype}{list(a.shape)}")
-        out.append(np.ascontiguousarray(a))
+        out.append(np.asarray(a, order="C"))  # a scalar input stays 0-d
     return out
 
 
@@ -183,7 +183,7 @@ def run_layers(session: Any, compiled: Any, inputs: Sequence[np.ndarray]) -> dic
                 if k < len(op.inputs):
                     if t.name not in env:
                         raise ModelError(f"{op.node}: its input {t.name!r} was not computed before it")
-                    arrays.append(session.array(np.ascontiguousarray(env[t.name], dtype=t.dtype)))
+                    arrays.append(session.array(np.asarray(env[t.name], dtype=t.dtype, order="C")))
                 elif op.persistent_bytes and k == len(op.args) - 1:  # state: zeroed, as after boot
                     arrays.append(session.array(np.zeros(t.shape, dtype=t.dtype)))
                 else:
@@ -261,12 +261,15 @@ def debug_layers(
 
 
 def format_layers(result: LayerDebugResult) -> str:
-    """The per-operator table, then the first operator that differs (or that all match)."""
+    """The per-operator table, then the first operator that differs (or that all match). Names from the
+    model are escaped (utvm.support.text.shown): a tensor name cannot split a row or drive the terminal."""
+    from utvm.support.text import shown
+
     rows = result.layers
 
     def fmt(c: LayerComparison) -> list[str]:
-        return [str(c.index), c.function, c.op, c.tensor, f"{c.max_abs_diff:.6g}", str(c.n_diff),
-                "-" if c.first_diff is None else str(list(c.first_diff))]
+        return [str(c.index), shown(c.function), shown(c.op), shown(c.tensor), f"{c.max_abs_diff:.6g}",
+                str(c.n_diff), "-" if c.first_diff is None else str(list(c.first_diff))]
 
     head = ["#", "function", "op", "output tensor", "max abs diff", "differing", "first at"]
     cells = [fmt(c) for c in rows]
@@ -284,8 +287,9 @@ def format_layers(result: LayerDebugResult) -> str:
         out.append(f"all {result.n_operators} operators match the reference")
     else:
         size = math.prod(first.shape)
-        out.append(f"first difference: operator {first.index} {first.function} ({first.op}, {first.node}), "
-                   f"output {first.tensor!r} {first.dtype}{list(first.shape)}: {first.n_diff} of {size} "
+        out.append(f"first difference: operator {first.index} {shown(first.function)} ({shown(first.op)}, "
+                   f"{shown(first.node)}), output {shown(repr(first.tensor))} {first.dtype}{list(first.shape)}: "
+                   f"{first.n_diff} of {size} "
                    f"element(s) differ, max abs difference {first.max_abs_diff:.6g}, first at index "
                    f"{list(first.first_diff or ())}")
     return "\n".join(out)

@@ -41,7 +41,7 @@ from utvm.compiler.lower import MemoryPlan
 from utvm.errors import ArchiveError, CompileError, ModelFormatError
 from utvm.ir.graph import Graph
 from utvm.support import cc
-from utvm.support.archive import read_tar, read_tree, safe_file_name
+from utvm.support.archive import read_tar, read_tree, safe_file_name, safe_name
 from utvm.support.files import write_file_atomic
 
 MLF_VERSION = 7
@@ -100,6 +100,11 @@ def model_library_files(compiled: CompiledModel) -> dict[str, bytes]:
     for t in ("crt_config.h.template", "platform.c.template"):
         if (templates / t).exists():
             files[f"templates/{t}"] = (templates / t).read_bytes()
+    for arcname in files:  # every archive utvm writes is one `load` (and tar) reads back
+        try:
+            safe_name(arcname, "member")
+        except ArchiveError as exc:
+            raise CompileError(f"the Model Library Format cannot hold {exc}") from None
     return files
 
 

@@ -217,12 +217,14 @@ def test_archive_size_limits(limits: ArchiveLimits, message: str, hello_files: d
         read_tree(root, limits)
 
 
-@pytest.mark.parametrize("name, status", [("model.tar", EXIT_MODEL), ("model.tflite", EXIT_USAGE)])
-def test_a_fifo_given_as_the_model_is_refused_not_waited_on(name: str, status: int, tmp_path: Path,
+@pytest.mark.parametrize("name", ["model.tar", "model.tflite"])
+def test_a_fifo_given_as_the_model_is_refused_not_waited_on(name: str, tmp_path: Path,
                                                             capsys: pytest.CaptureFixture) -> None:
+    # A bad path is a bad argument (status 2) whatever its name says, refused for what it is when the command
+    # line is parsed (it was status 4 for a name ending in .tar, from the archive reader, issue 19).
     os.mkfifo(tmp_path / name)  # opening it would block until a writer comes: never
-    assert main(["run", str(tmp_path / name), "-q"]) == status
-    assert "not a" in one_line_error(capsys.readouterr().err, "run")
+    assert main(["run", str(tmp_path / name), "-q"]) == EXIT_USAGE
+    assert "is a FIFO, not a" in one_line_error(capsys.readouterr().err, "run")
 
 
 def _corrupt_xz(raw: bytes) -> bytes:
@@ -504,14 +506,10 @@ def test_every_bad_option_value_is_one_line_and_exit_2(command: str, option: str
 
 
 def test_an_input_name_may_contain_equals(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from tests.tflite_builder import TFLiteBuilder
+    from tests.tflite_builder import one_op_model
 
-    b = TFLiteBuilder()
-    x = b.tensor("in=put", (1, 4), "float32")
-    y = b.tensor("y", (1, 4), "float32")
-    b.op("RELU", [x], [y])
     model = tmp_path / "eq.tflite"
-    model.write_bytes(b.build([x], [y]))
+    model.write_bytes(one_op_model("in=put"))
     np.save(tmp_path / "v=1.npy", np.array([[-1, 2, -3, 4]], np.float32))
     assert main(["run", str(model), "--input", f"in=put={tmp_path / 'v=1.npy'}", "--json", "-q"]) == 0
     assert json.loads(capsys.readouterr().out)["outputs"]["y"] == [[0.0, 2.0, 0.0, 4.0]]

@@ -47,7 +47,7 @@ def test_every_algorithm_gives_a_valid_plan_not_below_the_bound(items: list[Inte
         assert all(off % 16 == 0 for off in p.offsets.values()), name
         assert p.size >= bound, name
         assert p.lower_bound == bound
-        assert p.size == max((p.offsets[it.id] + align(it.size) for it in items), default=0)
+        assert p.size == max((p.offsets[it.id] + memory.extent(it.size) for it in items), default=0)
         sizes[name] = p.size
     assert sizes["branch_and_bound"] <= min(sizes["greedy_by_size"], sizes["greedy_by_conflicts"])
 

@@ -84,12 +84,7 @@ handshake_timeout_s = {handshake_s}
     return path
 
 
-@pytest.fixture(autouse=True)
-def _no_board_config(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.delenv(ENV_VAR, raising=False)
-    use_board_config(None)
-    yield
-    use_board_config(None)
+pytestmark = pytest.mark.usefixtures("no_board_config")
 
 
 # --- board.toml ----------------------------------------------------------------------------------------------

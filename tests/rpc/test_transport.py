@@ -59,6 +59,35 @@ def test_subprocess_pipes_echo_timeout_and_eof():
         t.read(1, timeout=0)
 
 
+@pytest.mark.parametrize("timeout", [1e308, float("inf"), 1e9])
+def test_a_timeout_too_long_for_poll_waits_instead_of_overflowing(timeout: float) -> None:
+    """`utvm run --timeout 1e308` once died with an OverflowError: the wait is bounded, not converted raw."""
+    t = SubprocessTransport(["cat"])
+    try:
+        t.write(b"ok", timeout=timeout)
+        got = b""
+        while len(got) < 2:
+            got += t.read(100, timeout=timeout)
+        assert got == b"ok"
+    finally:
+        t.close()
+
+
+def test_serial_timeouts_too_long_for_the_port_are_bounded() -> None:
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    try:
+        t = SerialTransport(os.ttyname(slave), baudrate=115200)
+        os.write(master, b"z")
+        assert t.read(1, timeout=1e308) == b"z"
+        t.write(b"y", timeout=1e308)
+        assert os.read(master, 1) == b"y"
+        t.close()
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
 def test_subprocess_quotes_stderr_of_a_dying_device():
     t = SubprocessTransport(["sh", "-c", "echo 'device: assertion failed' >&2; exit 3"])
     with pytest.raises(

@@ -13,13 +13,23 @@ byte at fault>`, and an exit status that tells its kind (documented in docs/cli.
     3  --check: outputs differ          8  a file could not be read or written (I/O)
     4  the model or archive is bad      9  the reference interpreter failed
   130  interrupted (Ctrl-C): the device process is killed at once, by its PID
+
+Text that did not come from utvm (a tensor or op name, a path, a line of a user's file) is escaped in every
+error line (utvm.support.text.shown), so it can neither split the line nor drive the terminal.
+
+This module imports nothing heavy (numpy, the importers and the oracles are imported by the subcommands, in
+`main`), so the command owns Ctrl-C from its first instruction: an interrupt while the command line is
+parsed or while a subcommand's modules are imported ends in the same one line and status 130 as one during
+the work.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
+
+TYPE_CHECKING = False  # not typing's: importing typing (and signal, which imports enum) is the slow part
+if TYPE_CHECKING:
+    import argparse
 
 SUBCOMMANDS = ("info", "compile", "run", "deploy", "size", "build_device", "bench", "tune")
 
@@ -56,14 +66,42 @@ def exit_status(exc: BaseException) -> int:
 
 
 def _one_line(exc: BaseException) -> str:
-    """The error's message; an OSError as `<file>: <reason>` (its repr says [Errno 2] ...)."""
+    """The error's message, escaped (utvm.support.text.shown): a model's tensor name holding a newline or an
+    escape sequence never splits or colours the line. An OSError as `<file>: <reason>` (its repr says
+    [Errno 2] ...)."""
+    from utvm.support.text import shown
+
     if isinstance(exc, OSError) and exc.strerror:
         where = f"{exc.filename}: " if exc.filename is not None else ""
-        return f"{where}{exc.strerror}"
-    return str(exc) or type(exc).__name__
+        return shown(f"{where}{exc.strerror}")
+    return shown(str(exc) or type(exc).__name__)
+
+
+def _error_text(exc: BaseException) -> tuple[str, str]:
+    """The error line, and the lines that follow it: only a build error has any, the compiler's output
+    (docs/cli.md), each of its lines escaped on its own (a compiler quotes source lines, so your file's
+    bytes). Every other error is one line, whatever its message holds."""
+    from utvm.errors import BuildError
+    from utvm.support.text import shown
+
+    if isinstance(exc, BuildError):
+        head, sep, output = str(exc).partition("\n")
+        if sep:
+            return _one_line(BuildError(head)), "\n".join(shown(line) for line in output.splitlines())
+    return _one_line(exc), ""
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The subcommand a command line names (its first word that is not an option), before it is parsed."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in {name.replace("_", "-") for name in SUBCOMMANDS} else None
+    return None
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import importlib
+
     from utvm.cli._args import Parser
 
     parser = Parser(prog="utvm", description="Compile ML models to C and run them on microcontrollers.",
@@ -83,6 +121,61 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the `utvm` command line `argv` and return its exit status.
+
+    argv None is the process's own command line (the `utvm` console script, `python -m utvm`): the process
+    is then the command's, which makes SIGINT raise KeyboardInterrupt from here on (unless the process was
+    started with SIGINT ignored, as a background job is) and ignores it once the status is decided, so that
+    neither the interpreter's shutdown nor a second Ctrl-C while the line is printed turns into a traceback
+    or a death by signal; stdout and stderr then escape what their encoding cannot write. A list (tests,
+    scripts) leaves the process's signal handling and streams as they are."""
+    console = argv is None
+    try:
+        if console:
+            _own_sigint()
+            _tolerant_streams()
+        return _main(sys.argv[1:] if argv is None else list(argv))
+    except KeyboardInterrupt:  # while the command line is parsed, modules are imported or the work runs
+        if console:
+            _ignore_sigint()  # the status is decided: the line is printed whole
+        # Whatever was running has been stopped on the way out (a session's close kills its device process
+        # at once when an exception is passing): nothing is waited for.
+        command = _command_of(sys.argv[1:] if argv is None else list(argv))
+        print(f"utvm {command}: interrupted" if command else "utvm: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        if console:
+            _ignore_sigint()
+
+
+def _own_sigint() -> None:
+    """Ctrl-C raises KeyboardInterrupt (Python's own handler, installed again in case something changed it),
+    unless SIGINT is ignored: a job started in the background of a shell stays deaf to the terminal's Ctrl-C."""
+    import signal  # here, not at the top: it imports enum, and this module must import in no time
+
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _tolerant_streams() -> None:
+    """stdout and stderr write what their encoding cannot carry as escapes (a model's name under
+    PYTHONIOENCODING=ascii), never a UnicodeEncodeError traceback; surrogateescape (raw bytes of a path, in
+    the C.UTF-8 and POSIX locales) is kept as it is."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a stream that cannot change its error handler now: left as it is
+                pass
+
+
+def _ignore_sigint() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _main(argv: list[str]) -> int:
     from utvm.errors import UtvmError
 
     parser = build_parser()
@@ -112,13 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except (UtvmError, OSError) as exc:  # OSError: a path the user gave that cannot be read or written
-        print(f"utvm {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        line, output = _error_text(exc)
+        print(f"utvm {args.command}: error: {line}", file=sys.stderr)
+        if output:
+            print(output, file=sys.stderr)
         return exit_status(exc)
-    except KeyboardInterrupt:
-        # Whatever was running has been stopped on the way out (a session's close kills its device process
-        # at once when an exception is passing): nothing is waited for.
-        print(f"utvm {args.command}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
     finally:
         warnings.showwarning = saved
 

@@ -5,18 +5,42 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
+import stat
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 SEED_MAX = 2**64 - 1
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, with errors as one line (`utvm run: error: argument --seed: ...`) and exit status 2."""
+    """argparse, with errors as one line (`utvm run: error: argument --seed: ...`) and exit status 2.
+
+    No option is ever matched by a prefix (allow_abbrev=False, inherited by every subcommand's parser):
+    `--crt-config X=1` must never be read as `--crt-config-file X=1`, and an option added later must never
+    change what an old command line means."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # noqa: ANN401 - argparse's own
+        # argparse reports an unknown option of a subcommand from the top parser ("utvm: error: ..."): said
+        # here by the subcommand's parser, so the line names the command as every other error does.
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            command = getattr(parsed, "command", None)
+            subs = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]  # noqa: SLF001
+            owner = subs[0].choices.get(command, self) if subs and isinstance(command, str) else self
+            owner.error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed
 
     def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        from utvm.support.text import shown
+
+        # The message quotes what was typed (or what a file held): escaped, so it stays one inert line.
+        print(f"{self.prog}: error: {shown(message)} (see {self.prog} --help)", file=sys.stderr)
         raise SystemExit(2)
 
 
@@ -75,6 +99,96 @@ def nonempty_path(text: str) -> str:
     return text
 
 
+#: What a path that is not a regular file or a directory is, by its st_mode.
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISREG, "a regular file"))
+
+
+def path_kind(mode: int) -> str:
+    """'a directory', 'a FIFO', ... of an st_mode."""
+    return next((kind for test, kind in _KINDS if test(mode)), "a special file")
+
+
+def _stat(text: str, missing: str) -> os.stat_result:
+    """os.stat of a path given on the command line (it follows symbolic links and opens nothing, so a FIFO
+    or a device is looked at, never waited on or woken), or a one-line reason it has none."""
+    nonempty_path(text)
+    try:
+        return os.stat(text)
+    except FileNotFoundError:
+        if os.path.lexists(text):
+            raise argparse.ArgumentTypeError(f"{text!r}: a symbolic link to nothing (its target does not "
+                                             "exist)") from None
+        raise argparse.ArgumentTypeError(f"{text!r}: {missing}") from None
+    except NotADirectoryError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a component of the path is not a directory") from None
+    except PermissionError:
+        raise argparse.ArgumentTypeError(f"{text!r}: permission denied (a directory on the way cannot be "
+                                         "searched)") from None
+    except (OSError, ValueError) as exc:  # too long, a symbolic link loop, ...
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise argparse.ArgumentTypeError(f"{text[:200]!r}: {reason.lower()}") from None
+
+
+def _readable(text: str) -> None:
+    """Open the regular file `text` for reading and close it (a permission denied is said now, by name).
+    O_NONBLOCK: should the path have become a FIFO since it was looked at, the open does not wait."""
+    try:
+        fd = os.open(text, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except PermissionError:
+        raise argparse.ArgumentTypeError(f"{text!r}: permission denied (the file cannot be read)") from None
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {(exc.strerror or str(exc)).lower()}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(mode):
+        raise argparse.ArgumentTypeError(f"{text!r} is {path_kind(mode)}, not a regular file")
+
+
+def _regular_file(text: str, missing: str, kind: str) -> str:
+    """An existing, readable regular file; a directory, FIFO, device or socket is refused by what it is, so
+    nothing is ever waited on. The refusals say "<missing>" and "not a <kind>"."""
+    mode = _stat(text, missing).st_mode
+    if not stat.S_ISREG(mode):
+        raise argparse.ArgumentTypeError(f"{text!r} is {path_kind(mode)}, not a {kind}")
+    _readable(text)
+    return text
+
+
+def input_file(text: str) -> str:
+    """A file the command reads (--tuning-log, --crt-config-file, ...)."""
+    return _regular_file(text, "no such file", "regular file")
+
+
+def input_dir(text: str) -> str:
+    """An existing, searchable directory (`-I DIR`)."""
+    mode = _stat(text, "no such directory").st_mode
+    if not stat.S_ISDIR(mode):
+        raise argparse.ArgumentTypeError(f"{text!r} is {path_kind(mode)}, not a directory")
+    if not os.access(text, os.R_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text!r}: permission denied (the directory cannot be read)")
+    return text
+
+
+def model_file(text: str) -> str:
+    """A model file (.tflite/.onnx) to read."""
+    return _regular_file(text, "no such model file", "model file")
+
+
+def model_or_mlf(text: str) -> str:
+    """A model file or an MLF (a tar, or the directory it was extracted to): a readable regular file or a
+    directory. The archive itself is checked when it is read (utvm.support.archive)."""
+    mode = _stat(text, "no such model file or MLF").st_mode
+    if stat.S_ISDIR(mode):
+        return input_dir(text)
+    if not stat.S_ISREG(mode):
+        raise argparse.ArgumentTypeError(f"{text!r} is {path_kind(mode)}, not a model file or an MLF")
+    _readable(text)
+    return text
+
+
 def platform_name(text: str) -> str:
     """A known platform (built-in or installed plugin)."""
     from utvm.platform import available_platforms
@@ -90,7 +204,7 @@ def board_config(text: str) -> str:
     from utvm.errors import UsageError
     from utvm.platform.serial_board.config import load_board_config
 
-    nonempty_path(text)
+    input_file(text)  # a FIFO or a device is refused by what it is, before anything opens it
     try:
         load_board_config(text)
     except UsageError as exc:
@@ -111,19 +225,12 @@ def c_source(text: str) -> str:
 
     if Path(text).suffix != ".c":
         raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a C source (the name must end in .c)")
-    if not Path(text).is_file():
-        raise argparse.ArgumentTypeError(f"{text[:80]!r}: no such file")
-    return text
+    return input_file(text)
 
 
 def include_dir(text: str) -> str:
     """An existing directory (`-I DIR`)."""
-    nonempty_path(text)
-    from pathlib import Path
-
-    if not Path(text).is_dir():
-        raise argparse.ArgumentTypeError(f"{text[:80]!r}: no such directory")
-    return text
+    return input_dir(text)
 
 
 def add_user_code_options(p: argparse.ArgumentParser, *aliases: str) -> None:
@@ -210,3 +317,54 @@ def section_name(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a section name ([A-Za-z0-9_.$]+, at most 64 "
                                          "characters)")
     return text
+
+
+def crt_config_item(item: str) -> tuple[str, str]:
+    """`TVM_CRT_NAME=VALUE` of --crt-config: a crt_config.h limit and a non-negative integer."""
+    name, sep, value = item.partition("=")
+    name, value = name.strip(), value.strip()
+    if not sep or not re.fullmatch(r"TVM_CRT_[A-Z0-9_]+", name):
+        raise argparse.ArgumentTypeError(f"{item[:80]!r}: expected TVM_CRT_NAME=VALUE")
+    if not re.fullmatch(r"(0x[0-9a-fA-F]+|[0-9]+)[uUlL]*", value):
+        raise argparse.ArgumentTypeError(f"{item[:80]!r}: the value must be a non-negative integer")
+    known = _crt_config_names()
+    if name not in known:  # a typo would otherwise be a #define nothing reads: silently no change at all
+        raise argparse.ArgumentTypeError(f"{name} is not a crt_config.h setting utvm's CRT reads (docs/crt.md); "
+                                         f"known: {', '.join(sorted(n for n in known if n.startswith('TVM_CRT_')))}")
+    return name, value
+
+
+def _crt_config_names() -> frozenset[str]:
+    """The names a crt_config.h may set: the limits tvm/runtime/crt/config.h and the template default, and
+    the upstream microTVM names config_upstream.h maps (or refuses with an #error naming them)."""
+    from utvm.crt_config import upstream_names
+    from utvm.support import cc
+
+    crt = cc.crt_dir()
+    text = ((crt / "include" / "tvm" / "runtime" / "crt" / "config.h").read_text()
+            + (crt / "templates" / "crt_config.h.template").read_text())
+    names = set(re.findall(r"#[ \t]*(?:ifndef|define)[ \t]+(TVM_CRT_[A-Z0-9_]+)", text))
+    return frozenset(names | {n.name for n in upstream_names()})
+
+
+class CrtConfigAction(argparse.Action):
+    """Appends each --crt-config NAME=VALUE; a NAME given twice is a usage error (never: the last wins)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        items = list(getattr(namespace, self.dest, None) or [])
+        name = values[0] if isinstance(values, tuple) else ""
+        if any(n == name for n, _v in items):
+            parser.error(f"argument {option_string}: {name} is given twice")
+        setattr(namespace, self.dest, [*items, values])
+
+
+def add_crt_config_options(p: argparse.ArgumentParser) -> None:
+    """--crt-config NAME=VALUE and --crt-config-file crt_config.h of the commands that build evaluation
+    firmware (run, build-device; docs/crt.md)."""
+    p.add_argument("--crt-config", action=CrtConfigAction, default=[], metavar="NAME=VALUE", type=crt_config_item,
+                   help="override a crt_config.h limit, e.g. TVM_CRT_MAX_PACKET_SIZE_BYTES=4096 (repeatable)")
+    p.add_argument("--crt-config-file", type=input_file, metavar="crt_config.h",
+                   help="build the CRT with this crt_config.h (utvm's, or an upstream microTVM one: docs/crt.md; "
+                        "every built-in platform); the platform's values fill what it leaves out, --crt-config "
+                        "overrides it")

@@ -12,7 +12,8 @@ TVMFuncRegisterGlobal functions the host then calls as session.get_function(name
 directory. --model (repeatable) links models as system libraries: a .tflite/.onnx compiled with the default
 flags for the platform (NAME, default the file's stem, is its model name), or an MLF from `utvm compile`
 (its own name); on the host, session.system_lib(NAME) returns a model's module, session.system_lib() the
-first. Two models of one name are a usage error.
+first. Two models of one name are a usage error. --custom-op binds a user operator of the --model files
+(docs/custom_ops.md): without a model file to use it, or unused by every one, it is refused.
 """
 
 from __future__ import annotations
@@ -36,11 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="link the testing.* globals (add_one, fail, log, sleep_ms)")
     p.add_argument("-o", "--output", required=True, type=A.nonempty_path,
                    help="where to write the firmware (a file, or an existing directory to write it into)")
-    p.add_argument("--crt-config", action="append", default=[], metavar="NAME=VALUE", type=_config_item,
-                   help="override a crt_config.h limit, e.g. TVM_CRT_MAX_PACKET_SIZE_BYTES=4096 (repeatable)")
-    p.add_argument("--crt-config-file", type=A.nonempty_path, metavar="crt_config.h",
-                   help="build the CRT with this crt_config.h (utvm's, or an upstream microTVM one: docs/crt.md); "
-                        "the platform's defaults fill what it leaves out, --crt-config overrides it")
+    A.add_crt_config_options(p)
     A.add_user_code_options(p, "--source")
     p.add_argument("--model", action="append", default=[], metavar="[NAME=]MODEL", type=A.nonempty_path,
                    help="link a model (.tflite/.onnx, or an MLF) as a named system library (repeatable)")
@@ -48,16 +45,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="a user operator of the --model files (docs/custom_ops.md; repeatable)")
     p.add_argument("--sanitize", action="store_true", help="build with ASan+UBSan (host only)")
     p.set_defaults(func=run)
-
-
-def _config_item(item: str) -> tuple[str, str]:
-    name, sep, value = item.partition("=")
-    name, value = name.strip(), value.strip()
-    if not sep or not re.fullmatch(r"TVM_CRT_[A-Z0-9_]+", name):
-        raise argparse.ArgumentTypeError(f"{item!r}: expected TVM_CRT_NAME=VALUE")
-    if not re.fullmatch(r"(0x[0-9a-fA-F]+|[0-9]+)[uUlL]*", value):
-        raise argparse.ArgumentTypeError(f"{item!r}: the value must be a non-negative integer")
-    return name, value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,11 +57,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--crt-config-file {args.crt_config_file}: no such file")
     from utvm.cli.compile import bind_custom_ops
 
+    if args.custom_op and not args.model:  # else the binding would be ignored
+        raise UsageError("--custom-op binds an operator of a --model file; no --model is given")
     bind_custom_ops(args)  # before the --model files are compiled
-    names = [name for name, _ in args.crt_config]
-    for name in names:
-        if names.count(name) > 1:
-            raise UsageError(f"--crt-config {name} is given twice")
     given = Path(args.output)
     if not (given.is_dir() and not given.is_symlink()):
         check_output_file(given, "-o")  # before the build, not after it
@@ -90,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     if args.model:
         from utvm.evaluate import build_firmware
 
-        models = _load_models(args.model, args.platform)
+        models = _load_models(args.model, args.platform, bool(args.custom_op))
         built = Path(build_firmware(models, args.platform, with_test_functions=args.with_test_functions,
                                     crt_config=dict(args.crt_config), extra_sources=sources, **kwargs))
     else:
@@ -105,14 +90,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_models(specs: list[str], platform: str) -> list[object]:
+def _load_models(specs: list[str], platform: str, custom_ops_given: bool = False) -> list[object]:
     """The CompiledModels of --model [NAME=]FILE: an MLF as it is, a model file compiled with the default
-    flags for `platform` under NAME (default: its file stem made a C identifier)."""
+    flags for `platform` under NAME (default: its file stem made a C identifier). With `custom_ops_given`,
+    every --custom-op must be an operator of a model file compiled here (an MLF carries its own C)."""
     from utvm.cli import _args as A
     from utvm.cli.compile import add_compile_options, compile_from_args
     from utvm.evaluate import is_mlf
 
     models = []
+    graphs = []  # of the model files compiled here
     for spec in specs:
         name, sep, file = spec.partition("=")
         if not sep or Path(spec).exists():  # a file whose name holds '='
@@ -139,6 +126,14 @@ def _load_models(specs: list[str], platform: str) -> list[object]:
         defaults = flags.parse_args([])
         defaults.model_name, defaults.platform = name, platform
         models.append(compile_from_args(defaults, path))
+        graphs.append(models[-1].source_graph)
+    if custom_ops_given:
+        from utvm import custom_ops
+
+        if not graphs:
+            raise UsageError("--custom-op: every --model is an MLF, which carries the C of its user operators "
+                             "already; give the model file to bind an operator")
+        custom_ops.check_all_used(*graphs)  # a binding no model uses is never silently ignored
     names = [m.model_name for m in models]
     for n in names:
         if names.count(n) > 1:

@@ -20,7 +20,7 @@ from utvm.compiler import memory
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("compile", help="compile a model to C (Model Library Format tar)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", help="a .tflite or .onnx model")
+    p.add_argument("model", type=A.model_file, help="a .tflite or .onnx model")
     add_compile_options(p)
     p.add_argument("-o", "--output", type=A.nonempty_path,
                    help="the MLF tar to write (default: <model stem>.tar in the current directory)")
@@ -55,7 +55,7 @@ def add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", type=A.target_name, default=None,
                    help="the CPU the code is for: host, cortex-m0/-m3/-m4/-m7/-m33/-m55 (default: the "
                         "platform's target; `host`, portable C, for compile)")
-    p.add_argument("--tuning-log", metavar="LOG.jsonl", type=A.nonempty_path, default=None,
+    p.add_argument("--tuning-log", metavar="LOG.jsonl", type=A.input_file, default=None,
                    help="apply the best schedule per task from a `utvm tune` log (other tasks keep the default)")
     from utvm.tune.log import DEFAULT_MAX_CODE_GROWTH
 
@@ -112,8 +112,6 @@ def compile_from_args(args: argparse.Namespace, model: Path, say=None):  # noqa:
         from utvm.tune.log import best_schedules
 
         schedules = best_schedules(args.tuning_log, target, args.max_code_growth)
-        (say or (lambda _m: None))(f"tuning log {args.tuning_log}: best schedules of {len(schedules)} task(s) "
-                                   f"on {target}")
     say = say or (lambda _m: None)
     t0 = time.monotonic()
     say(f"importing {model}")
@@ -126,7 +124,7 @@ def compile_from_args(args: argparse.Namespace, model: Path, say=None):  # noqa:
 
     def dump(name: str, g) -> None:  # noqa: ANN001
         print(f"--- IR after {name} ({len(g.nodes)} ops) ---")
-        print(g.dump())
+        print(g.dump())  # the model's names escaped by Graph.dump itself
 
     compiled = compile_graph(graph, model_name=args.model_name, executor=args.executor,
                              unpacked_api=args.unpacked_api, interface_api=args.interface_api,
@@ -134,6 +132,10 @@ def compile_from_args(args: argparse.Namespace, model: Path, say=None):  # noqa:
                              progress=say, dump_ir=dump if getattr(args, "dump_ir", False) else None,
                              target=target, schedules=schedules, memory_pools=tuple(args.memory_pools),
                              constants_section=args.constants_section or "")
+    if schedules is not None:  # what the log holds for *this* model's tasks (utvm.tune.log.applied_report)
+        from utvm.tune.log import applied_report
+
+        say(applied_report(args.tuning_log, schedules, compiled.operators, target))
     compiled.source_model_name = model.name
     compiled.source_model_bytes = model.read_bytes()
     return compiled
@@ -150,7 +152,9 @@ def run(args: argparse.Namespace) -> int:
     compiled = compile_from_args(args, model, say)
     say(f"writing {out}")
     export_model_library_format(compiled, out)
+    from utvm.support.text import shown
+
     print(compiled.summary())
-    print(f"wrote {out} ({out.stat().st_size} bytes): {', '.join(sorted(compiled.sources))}, "
-          f"{compiled.header_name}")
+    print(shown(f"wrote {out} ({out.stat().st_size} bytes): {', '.join(sorted(compiled.sources))}, "
+                f"{compiled.header_name}"))
     return 0

@@ -28,7 +28,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser("deploy", help="write a standalone firmware project for a board",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", help="a .tflite/.onnx model or an MLF tar / directory")
+    p.add_argument("model", type=A.model_or_mlf, help="a .tflite/.onnx model or an MLF tar / directory")
     p.add_argument("--platform", default="qemu-cortex-m4", type=A.platform_name,
                    help="the board (default: qemu-cortex-m4)")
     p.add_argument("-o", "--output", required=True, type=A.nonempty_path,
@@ -81,7 +81,12 @@ def run(args: argparse.Namespace) -> int:
     out = check_output_dir(args.output, "-o")
     compiled = load_compiled(args, say)
     inputs, seed = sample_inputs(args, compiled, say)
-    note = f"Random values (utvm deploy --seed {seed})" if not args.input else "From " + ", ".join(args.input)
+    from utvm.support.ctext import c_comment
+    from utvm.support.text import shown
+
+    # a comment of the generated header: what was typed (a path may hold "*/" or a newline) made inert C
+    note = c_comment(f"Random values (utvm deploy --seed {seed})" if not args.input
+                     else "From " + ", ".join(args.input))
     say(f"writing the {board} project ({compiled.options.convention} convention) to {out}")
 
     def fill(tmp: Path) -> None:
@@ -91,5 +96,5 @@ def run(args: argparse.Namespace) -> int:
     if args.build:  # in place: the build records absolute paths (the CRT's dependency files)
         say("building it (make)")
         make(out)
-    print(f"wrote {out}: build with `make -C {out}`, run in QEMU with `make -C {out} run`")
+    print(shown(f"wrote {out}: build with `make -C {out}`, run in QEMU with `make -C {out} run`"))
     return 0

@@ -2,6 +2,11 @@
 
     utvm info kws_ref_model.tflite          # inputs, outputs, op counts, parameters, MACs per layer
     utvm info model.onnx --json             # the same as JSON
+
+The model is checked as `utvm compile` checks it: a graph compile refuses (a cycle, an operator writing a
+model input or a constant, two writers of one tensor, a tensor over utvm's limits) is the same one-line
+error and exit status 4. Every name from the model (tensors, operators, custom operators, its description)
+is printed escaped (utvm.support.text.shown): it cannot drive the terminal or forge a row of a table.
 """
 
 from __future__ import annotations
@@ -16,12 +21,13 @@ from typing import Any
 from utvm.cli import _args as A
 from utvm.ir.graph import Graph, Tensor
 from utvm.support import jsonout
+from utvm.support.text import shown
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("info", help="show a model's inputs, outputs, ops, parameters and MACs",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", help="a .tflite or .onnx model")
+    p.add_argument("model", type=A.model_file, help="a .tflite or .onnx model")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument("--custom-op", action="append", default=[], metavar="NAME=FILE.c:symbol", type=A.custom_op,
                    help="count operator NAME as a bound user operator (docs/custom_ops.md; repeatable)")
@@ -31,8 +37,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]], right: Sequence[int] = ()) -> str:
-    """A plain-text table; columns in `right` are right-aligned (numbers)."""
-    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
+    """A plain-text table; columns in `right` are right-aligned (numbers). Every cell is escaped (`shown`):
+    a name from a model holding a newline or an escape sequence stays in its cell."""
+    cells = [[shown(h) for h in headers]] + [[shown(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
 
     def line(r: list[str]) -> str:
@@ -66,6 +73,7 @@ def summary(graph: Graph) -> dict:
     return {
         "name": graph.name,
         "source": graph.metadata.get("source", ""),
+        **({"description": str(graph.metadata["description"])} if graph.metadata.get("description") else {}),
         "inputs": io(graph.inputs),
         "outputs": io(graph.outputs),
         "ops": dict(Counter(n.op for n in graph.nodes)),
@@ -82,8 +90,10 @@ def _short(name: str, width: int = 48) -> str:
 
 
 def render(s: dict) -> str:
-    parts = [f"model {s['name']} ({s['source'] or 'unknown format'}): {len(s['layers'])} ops, "
+    parts = [f"model {shown(s['name'])} ({shown(s['source']) or 'unknown format'}): {len(s['layers'])} ops, "
              f"{s['parameters']:,} parameters ({s['constant_bytes']:,} bytes of constants), {s['macs']:,} MACs"]
+    if s.get("description"):
+        parts.append(f"description: {shown(s['description'])}")
     for title in ("inputs", "outputs"):
         parts += ["", f"{title}:", table(("name", "shape", "dtype", "quantization"),
                                          [(x["name"], x["shape"], x["dtype"], x["quantization"]) for x in s[title]])]
@@ -98,7 +108,8 @@ def render(s: dict) -> str:
 def render_problems(problems: Sequence[Any]) -> str:
     ops = Counter(p.op for p in problems if p.op)
     head = (f"not supported: {len(problems)} operator{'s' if len(problems) != 1 else ''}"
-            + (f" ({', '.join(f'{k} x{v}' if v > 1 else k for k, v in sorted(ops.items()))})" if ops else ""))
+            + (f" ({', '.join(f'{shown(k)} x{v}' if v > 1 else shown(k) for k, v in sorted(ops.items()))})"
+               if ops else ""))
     rows = [(p.index if p.index >= 0 else "-", p.op or "-", p.reason) for p in problems]
     return head + "\n" + table(("#", "operator", "why"), rows, right=(0,))
 
@@ -125,14 +136,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         parts = [render(s)] if graph is not None else []
         if notes:
-            parts.append("warnings:\n" + "\n".join(f"  {n}" for n in notes))
+            parts.append("warnings:\n" + "\n".join(f"  {shown(n)}" for n in notes))
         if problems:
             parts.append(render_problems(problems))
         print("\n\n".join(parts))
     if problems:  # the report is complete; the status says the model cannot be compiled as it is
         first = problems[0]
         where = f"operator {first.index} ({first.op})" if first.index >= 0 else "the model"
-        print(f"utvm info: error: {args.model}: {len(problems)} unsupported operator(s), listed above; first: "
-              f"{where}: {first.reason}", file=sys.stderr)
+        print(shown(f"utvm info: error: {args.model}: {len(problems)} unsupported operator(s), listed above; "
+                    f"first: {where}: {first.reason}"), file=sys.stderr)
         return EXIT_MODEL
     return 0

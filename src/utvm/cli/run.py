@@ -27,7 +27,8 @@ tensor with utvm's reference interpreter, printing a row per operator and the fi
 status 3 then; under "debug_layers" with --json; utvm.layer_debug). Both work in every calling convention
 (a packed wrapper per operator in the firmware, never in the MLF: utvm.compiler.debug).
 --timeout S bounds every call on the device: a call that does not return within S seconds is reported as
-such (which function, after how long), and the device is stopped. --extra-source FILE.c / -I DIR compile
+such (which function, after how long), and the device is stopped; it bounds each call of a --custom-op-py
+twin too (run in a child process, docs/custom_ops.md). --extra-source FILE.c / -I DIR compile
 your C into the firmware beside the model (docs/platforms.md). The workflow itself is a library API,
 utvm.evaluate; this module only parses arguments and prints.
 """
@@ -57,12 +58,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser("run", help="run a model on a device over RPC (and check it)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", help="a .tflite/.onnx model or an MLF tar / directory")
+    p.add_argument("model", type=A.model_or_mlf, help="a .tflite/.onnx model or an MLF tar / directory")
     p.add_argument("--platform", default="host", type=A.platform_name, help="where to run (default: host)")
     A.add_board_config_option(p)
-    p.add_argument("--crt-config-file", type=A.nonempty_path, metavar="crt_config.h",
-                   help="build the firmware's CRT with this crt_config.h (utvm's, or an upstream microTVM one: "
-                        "docs/crt.md; every built-in platform)")
+    A.add_crt_config_options(p)
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                    help="an input tensor from a .npy file (repeatable); others are random")
     p.add_argument("--seed", type=A.seed, help="seed of the random inputs (default: a fresh one, printed)")
@@ -74,7 +73,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--repeat", type=A.positive_int, default=5,
                    help="time evaluator repeats for the latency (at least 1; default 5)")
     p.add_argument("--timeout", type=A.positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="S",
-                   help=f"seconds a call on the device may take (default {DEFAULT_TIMEOUT_S:g})")
+                   help=f"seconds a call on the device, or of a --custom-op-py twin, may take (default "
+                        f"{DEFAULT_TIMEOUT_S:g})")
     p.add_argument("--profile", action="store_true",
                    help="also time every fused operator on the device (system library; any convention)")
     p.add_argument("--profile-plot", metavar="FILE.png", type=A.nonempty_path,
@@ -98,8 +98,15 @@ def load_model_or_mlf(args: argparse.Namespace, say: Any) -> Any:
         raise UsageError(f"{model}: no such model or MLF")
     bind_custom_ops(args)  # an MLF's user operators still need their Python twins for --check
     if is_mlf(model):
+        if getattr(args, "custom_op", None):  # else it would be ignored: the archive carries its C
+            raise UsageError(f"--custom-op: {model} is already compiled (an MLF carries the C of its user "
+                             "operators); --custom-op-py gives their Python twins")
         say(f"loading the Model Library Format archive {model}")
         compiled = mlf.load(model)
+        if getattr(args, "custom_op_py", None):
+            from utvm import custom_ops
+
+            custom_ops.check_all_used(compiled.graph)  # a twin the archive has no operator for is not ignored
         platform = getattr(args, "platform", None)
         if getattr(args, "target", None) or getattr(args, "tuning_log", None):
             raise UsageError(f"{model} is already compiled: --target and --tuning-log apply to a model file")
@@ -115,6 +122,13 @@ def load_model_or_mlf(args: argparse.Namespace, say: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from utvm.custom_ops import time_limit
+
+    with time_limit(args.timeout):  # --timeout bounds each call of a --custom-op-py twin too (docs/custom_ops.md)
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from utvm.platform import get_platform
     from utvm.support.files import check_output_file
 
@@ -142,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
                               debug=bool(args.profile or args.profile_plot or args.debug_layers),
                               extra_sources=[Path(s) for s in args.extra_source],
                               include_dirs=[Path(d) for d in args.include_dir],
+                              crt_config=dict(args.crt_config),
                               **({} if args.crt_config_file is None
                                  else {"crt_config_file": Path(args.crt_config_file)}))
 
@@ -203,9 +218,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_text(compiled: Any, outputs: list[np.ndarray], result: dict[str, Any], checked_by: str, ok: bool,
                 checked: bool) -> None:
+    from utvm.support.text import shown as escaped
+
     for x, y in zip(compiled.interface.outputs, outputs, strict=True):
         text = np.array2string(y, threshold=64, edgeitems=6, max_line_width=100)
-        print(f"output {x.name!r} {x.dtype}{list(x.shape)}:\n{text}")
+        print(f"output {escaped(repr(x.name))} {x.dtype}{list(x.shape)}:\n{text}")  # the model's name, escaped
     if result["latency_s"] is not None:
         lat = result["latency_s"]
         shown = f"{lat * 1e3:.3f} ms" if lat >= 1e-3 else f"{lat * 1e6:.2f} us"

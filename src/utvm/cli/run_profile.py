@@ -83,11 +83,15 @@ def profile_operators(
 
 
 def format_profile(timings: Sequence[OperatorTiming], total_s: float | None = None) -> str:
-    """A text table: rank, function, op, time, instructions, share of the operators' sum."""
+    """A text table: rank, function, op, time, instructions, share of the operators' sum. The names are
+    escaped (utvm.support.text.shown): a user operator's name from the model cannot forge a row."""
+    from utvm.support.text import shown
+
     total_ops = sum(t.seconds for t in timings) or 1.0
     with_cycles = any(t.cycles is not None for t in timings)
-    name_w = max([len("function"), *(len(t.name) for t in timings)])
-    op_w = max([len("op"), *(len(t.op) for t in timings)])
+    names = {id(t): (shown(t.name), shown(t.op)) for t in timings}
+    name_w = max([len("function"), *(len(n) for n, _ in names.values())])
+    op_w = max([len("op"), *(len(o) for _, o in names.values())])
     head = f"{'#':>3}  {'function':<{name_w}}  {'op':<{op_w}}  {'time (us)':>11}"
     head += f"  {'instructions':>13}" if with_cycles else ""
     head += f"  {'share':>6}  {'cumul.':>6}"
@@ -95,7 +99,8 @@ def format_profile(timings: Sequence[OperatorTiming], total_s: float | None = No
     cumulative = 0.0
     for i, t in enumerate(timings, 1):
         cumulative += t.seconds
-        row = f"{i:>3}  {t.name:<{name_w}}  {t.op:<{op_w}}  {t.seconds * 1e6:>11.2f}"
+        name, op = names[id(t)]
+        row = f"{i:>3}  {name:<{name_w}}  {op:<{op_w}}  {t.seconds * 1e6:>11.2f}"
         if with_cycles:
             row += f"  {t.cycles if t.cycles is not None else '-':>13}"
         row += f"  {100 * t.seconds / total_ops:>5.1f}%  {100 * cumulative / total_ops:>5.1f}%"

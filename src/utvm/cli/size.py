@@ -39,7 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser("size", help="flash/RAM/stack footprint of a model's firmware",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", help="a .tflite/.onnx model or an MLF tar / directory")
+    p.add_argument("model", type=A.model_or_mlf, help="a .tflite/.onnx model or an MLF tar / directory")
     p.add_argument("--platform", default="qemu-cortex-m4", type=A.platform_name,
                    help="the board (default: qemu-cortex-m4)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
@@ -53,7 +53,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _fmt_table(rows: list[list[Any]], header: list[str]) -> str:
-    cells = [[str(c) for c in row] for row in [header, *rows]]
+    from utvm.support.text import shown
+
+    cells = [[shown(c) for c in row] for row in [header, *rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     out = []
     for n, r in enumerate(cells):
@@ -66,6 +68,7 @@ def _fmt_table(rows: list[list[Any]], header: list[str]) -> str:
 
 def format_report(report: Any, model_name: str) -> str:
     from utvm.platform.qemu.footprint import CATEGORIES, COLUMNS
+    from utvm.support.text import shown
 
     fp = report.footprint
     rows = []
@@ -76,7 +79,7 @@ def format_report(report: Any, model_name: str) -> str:
     rows.append(["total", *(totals[c] for c in COLUMNS), sum(totals.values())])
     elf = fp.elf_totals
     lines = [
-        f"model {model_name} on {report.board} ({report.convention} convention): {fp.elf}",
+        f"model {shown(model_name)} on {report.board} ({report.convention} convention): {shown(fp.elf)}",
         _fmt_table(rows, ["bytes", "text", "data", "bss", "total"]),
         f"arm-none-eabi-size of the ELF: text {elf['text']}  data {elf['data']}  bss {elf['bss']}"
         f"  ({'matches' if totals == elf else 'DOES NOT MATCH'})",
@@ -86,9 +89,10 @@ def format_report(report: Any, model_name: str) -> str:
         f"stack, worst case (static): {st.worst_case} bytes = {st.thread_cost} (deepest path)"
         f" + {st.exception_frame} (exception frame) + {st.handler_cost} (deepest handler)"
     )
-    lines.append("  deepest path: " + " -> ".join(st.path))
+    # function names come from the firmware's symbols (your C among them): escaped like any outside text
+    lines.append("  deepest path: " + " -> ".join(map(shown, st.path)))
     if st.handler_path:
-        lines.append("  deepest handler: " + " -> ".join(st.handler_path))
+        lines.append("  deepest handler: " + " -> ".join(map(shown, st.handler_path)))
     if report.measured_stack is not None:
         verdict = "consistent" if report.stack_consistent else "EXCEEDS the static bound"
         lines.append(f"stack, measured in QEMU (stack painting high-water mark): {report.measured_stack} bytes"
@@ -98,7 +102,7 @@ def format_report(report: Any, model_name: str) -> str:
                          ("dynamic stack frames", st.dynamic),
                          ("no stack information (counted as 0)", st.unknown)):
         if names:
-            lines.append(f"  flagged, {label}: {', '.join(names)}")
+            lines.append(f"  flagged, {label}: {', '.join(map(shown, names))}")
     return "\n".join(lines)
 
 

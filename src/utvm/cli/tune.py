@@ -13,9 +13,10 @@ is logged with its error and never chosen (the device is restarted and tuning go
 
 Every measured candidate is appended to LOG at once (JSON lines; an existing log is appended to, never
 replaced): Ctrl-C keeps what was measured, and running the same command again resumes, skipping every
-(task, schedule) already in the log. Progress goes to stderr, one line per batch; the table of default vs
-best per task goes to stdout. Apply the log with `--tuning-log LOG` on compile, run, deploy or size, with
-the same --target (or --platform) and --rounding: task keys include both.
+(task, schedule) already in the log. An existing LOG must be empty or a tuning log (every line a record): any
+other file is refused (exit 2) before any work and left as it is. Progress goes to stderr, one line per batch;
+the table of default vs best per task goes to stdout. Apply the log with `--tuning-log LOG` on compile, run,
+deploy or size, with the same --target (or --platform) and --rounding: task keys include both.
 
 Strategies: grid (every legal point in order), random (seeded sampling), model (a learned cost model,
 gradient-boosted trees on the knobs; needs `pip install 'utvm[tune]'`), auto (the default: model when
@@ -38,7 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser("tune", help="tune operator schedules on a device (writes a tuning log)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", nargs="?", help="a .tflite or .onnx model")
+    p.add_argument("model", nargs="?", type=A.model_file, help="a .tflite or .onnx model")
     p.add_argument("--platform", default="host", type=A.platform_name, help="where to measure (default: host)")
     A.add_board_config_option(p)
     p.add_argument("-o", "--output", metavar="LOG.jsonl", type=A.nonempty_path,
@@ -61,6 +62,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="requantization rounding the model will be compiled with (part of every task key)")
     p.add_argument("--summary", metavar="LOG.jsonl", type=A.nonempty_path, default=None,
                    help="print the default vs best cost of every task in LOG and exit (no tuning)")
+    from utvm.tune.log import DEFAULT_MAX_CODE_GROWTH
+
+    p.add_argument("--max-code-growth", metavar="F", type=A.code_growth, default=DEFAULT_MAX_CODE_GROWTH,
+                   help="the code budget of the best schedule in the progress lines and the table, as with "
+                        f"--tuning-log: at most (1 + F) times the default point's code (default "
+                        f"{DEFAULT_MAX_CODE_GROWTH:g}; `none`: no limit)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=run)
 
@@ -71,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     if args.summary is not None:
         if args.model is not None or args.output is not None:
             raise UsageError("--summary LOG prints a log; give no MODEL and no -o with it")
-        print(format_summary(summary_of_log(args.summary)))
+        print(format_summary(summary_of_log(args.summary, args.max_code_growth)))
         return 0
     if args.model is None:
         raise UsageError("give a MODEL to tune (or --summary LOG to print a tuning log)")
@@ -82,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _tune(args: argparse.Namespace) -> int:
     from utvm.support.files import check_output_file
+    from utvm.support.text import shown
     from utvm.target import get_target, platform_target
     from utvm.tune.driver import format_duration, format_summary, tune
     from utvm.tune.strategy import check_strategy
@@ -98,13 +106,15 @@ def _tune(args: argparse.Namespace) -> int:
     check_strategy(args.strategy)  # a missing optional dependency fails before any work
     say = progress_printer(args.quiet)
     result = tune(model, out, args.platform, target=target.name, rounding=args.rounding, trials=args.trials,
-                  strategy=args.strategy, batch=args.batch, timeout=args.timeout, seed=args.seed, progress=say)
+                  strategy=args.strategy, batch=args.batch, timeout=args.timeout, seed=args.seed, progress=say,
+                  max_code_growth=args.max_code_growth)
     if not result.tasks:
-        print(f"no operator of {model} has a schedule space on {target.name}: nothing to tune")
+        print(shown(f"no operator of {model} has a schedule space on {target.name}: nothing to tune"))
         return 0
     print(format_summary(result.summaries))
-    print(f"measured {result.measured} candidate(s) in {format_duration(result.seconds)}"
-          + (f", {result.resumed} already in the log" if result.resumed else "")
-          + f"; log {out}")
-    print(f"apply it: utvm compile {model} --target {target.name} --rounding {args.rounding} --tuning-log {out}")
+    print(shown(f"measured {result.measured} candidate(s) in {format_duration(result.seconds)}"
+                + (f", {result.resumed} already in the log" if result.resumed else "")
+                + f"; log {out}"))
+    print(shown(f"apply it: utvm compile {model} --target {target.name} --rounding {args.rounding} "
+                f"--tuning-log {out}"))
     return 0

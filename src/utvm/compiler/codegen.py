@@ -42,7 +42,15 @@ from utvm.compiler.header import ModelInterface, reset_state_signature
 from utvm.compiler.kernels import C_TYPES, DL_TYPES, FileScope
 from utvm.compiler.kernels import custom as custom_kernel
 from utvm.compiler.lower import Lowered, OperatorFunc
-from utvm.compiler.memory import ALIGNMENT, PoolUse, locate
+from utvm.compiler.memory import (
+    ALIGNMENT,
+    PoolUse,
+    locate,
+    pool_array_name,
+    pool_macro_prefix,
+    pool_param_name,
+    workspace_sizes_name,
+)
 from utvm.support.ctext import c_comment, c_string
 
 
@@ -313,7 +321,7 @@ def _ws_expr(pools: Sequence[PoolUse], offset: int, ws: str) -> str:
 def _pool_array(prefix: str, use: PoolUse) -> str:
     """The static array of a memory pool (the firmware-owned workspace): aligned, in its section if it has one."""
     attrs = [f"aligned({use.spec.align})"] + ([f"section(\"{use.spec.section}\")"] if use.spec.section else [])
-    name = f"{prefix}_workspace_{use.spec.name}"
+    name = pool_array_name(prefix, use.spec.name)
     return "\n".join(["#if defined(__GNUC__) || defined(__clang__)",
                       f"static uint8_t {name}[{use.used}] __attribute__(({', '.join(attrs)}));", "#else",
                       f"static uint8_t {name}[{use.used}];", "#endif"])
@@ -423,7 +431,7 @@ def main_source(lowered: Lowered, opts: Options, iface: ModelInterface) -> str:
         locals_.append(f"  uint8_t* const ws = {'workspace' if user_ws else prefix + '_workspace'};")
     for k in pools_used:
         name = plan.pools[k].spec.name
-        base = f"workspace_{name}" if user_ws else f"{prefix}_workspace_{name}"
+        base = pool_param_name(name) if user_ws else pool_array_name(prefix, name)
         locals_.append(f"  uint8_t* const {ws}{k} = {base};")
     main_name = f"{prefix}___tvm_main__"
     if packed_main:
@@ -443,7 +451,7 @@ def main_source(lowered: Lowered, opts: Options, iface: ModelInterface) -> str:
     else:
         params = [f"{C_TYPES[x.dtype]}* {x.param}" for x in io]
         if user_ws and plan.pools:
-            params += [f"uint8_t* workspace_{u.spec.name}" for u in plan.pools]
+            params += [f"uint8_t* {pool_param_name(u.spec.name)}" for u in plan.pools]
         elif user_ws:
             params.append("uint8_t* workspace")
         if lowered.funcs:
@@ -452,12 +460,13 @@ def main_source(lowered: Lowered, opts: Options, iface: ModelInterface) -> str:
         if user_ws and not plan.pools and not uses_ws:
             body.append("  (void)workspace;")
         if user_ws:
-            body += [f"  (void)workspace_{u.spec.name};" for k, u in enumerate(plan.pools) if k not in pools_used]
+            body += [f"  (void){pool_param_name(u.spec.name)};" for k, u in enumerate(plan.pools)
+                     if k not in pools_used]
         func = [f"int32_t {main_name}({', '.join(params) or 'void'}) {{", *body, *steps, "  return 0;", "}", ""]
 
     if runtime_api:
         out += [_arg_checker(prefix)]
-    if packed_main:
+    if packed_main and lowered.funcs:  # only operator calls use it (unused-function under -Werror otherwise)
         out += [_tensor_setter(prefix)]
     entry = _entry_source(lowered, opts, iface, main_name)
     shape_decls = shapes.render()
@@ -482,7 +491,7 @@ def _reset_state_source(lowered: Lowered, prefix: str, user_ws: bool, pooled: bo
     for name, off in sorted(lowered.plan.persistent.items(), key=lambda kv: kv[1]):
         if pools:
             k, local = locate(pools, off)
-            where = (f"(uint8_t*)workspaces[{k}]" if user_ws else f"{prefix}_workspace_{pools[k].spec.name}")
+            where = f"(uint8_t*)workspaces[{k}]" if user_ws else pool_array_name(prefix, pools[k].spec.name)
             lines.append(f"  memset((void*)({where} + {local}), 0, {sizes[name]}U);  /* {name} */")
             continue
         lines.append(f"  memset((void*)({base} + {off}), 0, {sizes[name]}U);  /* {name} */")
@@ -506,7 +515,7 @@ def _entry_source(lowered: Lowered, opts: Options, iface: ModelInterface, main_n
     ws_needed = user_ws and lowered.plan.workspace_bytes > 0 and not pools
     args = [*(f"inputs->{x.field}" for x in iface.inputs), *(f"outputs->{x.field}" for x in iface.outputs)]
     if user_ws and pools:
-        args += [f"workspace_{u.spec.name}" for u in pools]
+        args += [pool_param_name(u.spec.name) for u in pools]
     elif user_ws:
         args.append("workspace" if ws_needed else "NULL")
     run_params = f"struct {prefix}_inputs* inputs, struct {prefix}_outputs* outputs"
@@ -524,14 +533,17 @@ def _entry_source(lowered: Lowered, opts: Options, iface: ModelInterface, main_n
                 f"  if (((size_t)workspace % {ALIGNMENT}U) != 0U) {{",
                 "    return (int32_t)TVM_MICRO_ERROR_BAD_CONTEXT;", "  }"]
     elif user_ws and pools:
-        # One workspace per pool from the application, in pool order: refuse a missing or misaligned one.
-        decls = [f"  uint8_t* workspace_{u.spec.name} = NULL;" for u in pools]
-        checks = ["  if (context == NULL || context->workspace == NULL) {",
-                  "    return (int32_t)TVM_MICRO_ERROR_BAD_CONTEXT;", "  }"]
+        # One workspace per pool from the application, in pool order: refuse a missing or misaligned one. A
+        # pool that received no buffer needs no memory: its slot is not read and it stays NULL (nothing is
+        # ever addressed from it), as TVMAotExecutor_CheckContext skips a workspace of size 0.
+        decls = [f"  uint8_t* {pool_param_name(u.spec.name)} = NULL;" for u in pools]
+        checks = (["  if (context == NULL || context->workspace == NULL) {",
+                   "    return (int32_t)TVM_MICRO_ERROR_BAD_CONTEXT;", "  }"] if any(u.used for u in pools)
+                  else ["  (void)context;  /* nothing to place: no pool received a buffer */"])
         for k, u in enumerate(pools):
             if not u.used:
                 continue
-            v = f"workspace_{u.spec.name}"
+            v = pool_param_name(u.spec.name)
             checks += [f"  {v} = (uint8_t*)context->workspace[{k}];",
                        f"  if ({v} == NULL || ((size_t){v} % {u.spec.align}U) != 0U) {{",
                        "    return (int32_t)TVM_MICRO_ERROR_BAD_CONTEXT;", "  }"]
@@ -556,7 +568,7 @@ def _entry_source(lowered: Lowered, opts: Options, iface: ModelInterface, main_n
         f"  {len(iface.inputs)}U,  /* inputs */",
         f"  {len(iface.outputs)}U,  /* outputs */",
         f"  {max(len(pools), 1)}U,  /* workspace pools */",
-        f"  {prefix}_workspace_sizes,",
+        f"  {workspace_sizes_name(prefix)},",
         f"  {1 if user_ws else 0}U,  /* workspace from the TVMContext */",
         f"  {prefix}_entrypoint",
         "};", ""])
@@ -564,10 +576,12 @@ def _entry_source(lowered: Lowered, opts: Options, iface: ModelInterface, main_n
 
 def _workspace_sizes(prefix: str, pools: Sequence[PoolUse]) -> str:
     """The TVMModel's workspace sizes: the one pool's, or each memory pool's in pool order (header macros)."""
+    table = workspace_sizes_name(prefix)
     if not pools:
-        return f"static const size_t {prefix}_workspace_sizes[1] = {{{prefix.upper()}_WORKSPACE_SIZE}};"
-    sizes = ", ".join(f"{prefix.upper()}_{u.spec.name.upper()}_WORKSPACE_SIZE" for u in pools)
-    return f"static const size_t {prefix}_workspace_sizes[{len(pools)}] = {{{sizes}}};"
+        return f"static const size_t {table}[1] = {{{prefix.upper()}_WORKSPACE_SIZE}};"
+    model_upper = prefix.upper().removeprefix("TVMGEN_")
+    sizes = ", ".join(f"{pool_macro_prefix(model_upper, u.spec.name)}_WORKSPACE_SIZE" for u in pools)
+    return f"static const size_t {table}[{len(pools)}] = {{{sizes}}};"
 
 
 def _struct(which: str, prefix: str) -> str:
@@ -653,12 +667,13 @@ def _system_lib(opts: Options, iface: ModelInterface, entries: list[tuple[str, s
         run_call_target = f"{prefix}_run_unpacked"
         out.append(_arg_checker(prefix))
         if user_ws and pool_bytes:
-            arrays = [f"{prefix}_rpc_workspace{k}" for k in range(len(pool_bytes))]
-            out += ["#if defined(__GNUC__) || defined(__clang__)",
-                    *(f"static uint8_t {a}[{max(n, ALIGNMENT)}] __attribute__((aligned({al})));"
-                      for a, (n, al) in zip(arrays, pool_bytes, strict=True)), "#else",
-                    *(f"static uint8_t {a}[{max(n, ALIGNMENT)}];" for a, (n, _al) in zip(arrays, pool_bytes,
-                                                                                         strict=True)), "#endif"]
+            # One array per pool that received buffers; a pool of 0 bytes gets NULL (it is never read).
+            arrays = [f"{prefix}_rpc_workspace{k}" if n else "NULL" for k, (n, _al) in enumerate(pool_bytes)]
+            sized = [(a, n, al) for a, (n, al) in zip(arrays, pool_bytes, strict=True) if n]
+            if sized:
+                out += ["#if defined(__GNUC__) || defined(__clang__)",
+                        *(f"static uint8_t {a}[{n}] __attribute__((aligned({al})));" for a, n, al in sized), "#else",
+                        *(f"static uint8_t {a}[{n}];" for a, n, _al in sized), "#endif"]
             out += [f"static void* const {prefix}_rpc_workspaces[{len(arrays)}] = {{{', '.join(arrays)}}};",
                     f"static const TVMContext {prefix}_rpc_context = {{{prefix}_rpc_workspaces}};"]
         elif user_ws:

@@ -80,6 +80,11 @@ class CompileOptions:
                 memory.check_section(self.constants_section, "constants section")
             except ValueError as exc:
                 raise CompileError(str(exc)) from None
+        for p in self.memory_pools:  # a writable array in the weights' section makes the section writable
+            if p.section and p.section == self.constants_section:
+                raise CompileError(f"memory pool {p.name!r}: section {p.section!r} is also the --constants-section: "
+                                   "the weights (read-only, in flash) and a workspace (written) need sections "
+                                   "of their own")
 
     @property
     def convention(self) -> str:

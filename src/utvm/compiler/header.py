@@ -59,6 +59,7 @@ import numpy as np
 
 from utvm.compiler.kernels import C_TYPES, DL_TYPES
 from utvm.compiler.lower import C_KEYWORDS, sanitize
+from utvm.compiler.memory import pool_macro_prefix
 from utvm.errors import CompileError
 from utvm.ir.graph import Graph, Quantization
 from utvm.support.ctext import c_comment, c_string
@@ -226,8 +227,14 @@ def header_macros(metadata: Mapping[str, Any], model_name: str | None = None) ->
             model[f"TVMGEN_{up}_UTVM_VERSION_{part.upper()}"] = int(v[part])
     if "model_hash" in extra:
         model[f"TVMGEN_{up}_MODEL_HASH"] = f'"{c_string(str(extra["model_hash"]))}"'
-    model.update(pool_macros(mod, up))
+    pools = pool_macros(mod, up)
+    pool_of = {f"{pool_macro_prefix(up, str(p['name']))}_WORKSPACE_{k}": str(p["name"])
+               for p in mod["memory"].get("pools") or [] for k in ("SIZE", "INDEX")}
+    model.update(pools)
     for macro, value in model.items():
+        if macro in owner and macro in pool_of:
+            raise CompileError(f"tensor {owner[macro]!r} and memory pool {pool_of[macro]!r} both define header "
+                               f"macro {macro}; rename one")
         if macro in owner:
             raise CompileError(f"tensor {owner[macro]!r} would define {macro}, which the header reserves; rename it")
         out[macro] = value
@@ -249,8 +256,12 @@ def pool_macros(mod: Mapping[str, Any], up: str) -> dict[str, int]:
         return {}
     out = {f"TVMGEN_{up}_NUM_WORKSPACE_POOLS": len(pools)}
     for i, p in enumerate(pools):
-        out[f"TVMGEN_{up}_{str(p['name']).upper()}_WORKSPACE_SIZE"] = int(p["size_bytes"])
-        out[f"TVMGEN_{up}_{str(p['name']).upper()}_WORKSPACE_INDEX"] = i
+        base = pool_macro_prefix(up, str(p["name"]))
+        if f"{base}_WORKSPACE_SIZE" in out:
+            raise CompileError(f"memory pools: two pools define {base}_WORKSPACE_SIZE (names are compared ignoring "
+                               "case)")
+        out[f"{base}_WORKSPACE_SIZE"] = int(p["size_bytes"])
+        out[f"{base}_WORKSPACE_INDEX"] = i
     return out
 
 

@@ -112,7 +112,7 @@ class LocalModel:
                                 f"got {len(inputs)}")
         out = []
         for x, spec in zip(inputs, iface.inputs, strict=True):
-            a = np.ascontiguousarray(x)
+            a = np.asarray(x, order="C")  # a scalar input stays 0-d
             if str(a.dtype) != spec.dtype or tuple(a.shape) != spec.shape:
                 raise ArgumentError(f"input {spec.name!r} must be {spec.dtype}{list(spec.shape)}, "
                                     f"got {a.dtype}{list(a.shape)}")

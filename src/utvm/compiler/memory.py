@@ -4,8 +4,10 @@ Input: buffers, each with a size (bytes) and a live interval [start, end] of exe
 Two buffers *conflict* when their intervals intersect; conflicting buffers must not overlap in memory.
 Output: an offset per buffer, every offset a multiple of `ALIGNMENT`, and the pool size.
 
-The lower bound of any plan is the largest sum of (aligned) sizes of buffers live at one step; on a
-chain (each buffer conflicts only with its neighbours) a plan that reaches it always exists.
+A buffer occupies `extent(size)` bytes: its size aligned, at least ALIGNMENT (a buffer of 0 bytes still gets an
+address of its own inside the workspace). The lower bound of any plan is the largest sum of extents of buffers
+live at one step; on a chain (each buffer conflicts only with its neighbours) a plan that reaches it always
+exists.
 
 Algorithms (`ALGORITHMS`), all deterministic:
 - `greedy_by_size`: largest buffer first, each at the lowest offset free of the conflicting buffers
@@ -34,6 +36,15 @@ algorithm's plan of all remaining buffers puts below its size, then first fit ad
 rest spills to the next pool; the last pool takes all that is left or the plan fails with one line naming
 the peak (lower bound), each pool's size and need, and the overflow. No buffer crosses a pool; persistent
 blocks are placed like the others. The offsets are in the pools' concatenation (`PoolUse.base`, `locate`).
+
+A pool either receives buffers or is empty: an empty pool (`PoolUse.used == 0`, no `ids`) is still declared
+everywhere (header macro 0, metadata.json, TVMModel size 0, a NULL-able TVMContext slot) but no offset ever
+maps into it. To keep that unambiguous a buffer of 0 bytes occupies one (so every buffer has an address
+strictly inside the pool that holds it, and a pool that holds one has `used` > 0), pool `k` owns exactly
+the offsets [base, base + used), and `place_pools` checks every buffer's `locate` against the pool that
+received it (`check_pooled`). Pool names share C and macro name spaces with generated symbols: the names
+those symbols would take (`RESERVED_POOL_NAMES`, built from the same constants the generator uses) are
+refused.
 """
 
 from __future__ import annotations
@@ -79,12 +90,19 @@ def align(n: int, a: int = ALIGNMENT) -> int:
     return (n + a - 1) // a * a
 
 
+def extent(size: int) -> int:
+    """The bytes a buffer of `size` bytes occupies in a plan: its size aligned, and at least ALIGNMENT for a
+    buffer of 0 bytes, so every buffer has an address of its own strictly inside the memory that holds it (a
+    0-byte buffer at the end of a workspace would point past it, or into the next pool)."""
+    return align(max(size, 1))
+
+
 def lower_bound(items: Sequence[Interval]) -> int:
     """Largest sum of aligned sizes of buffers live at the same step."""
     events: dict[int, int] = {}
     for it in items:
-        events[it.start] = events.get(it.start, 0) + align(it.size)
-        events[it.end + 1] = events.get(it.end + 1, 0) - align(it.size)
+        events[it.start] = events.get(it.start, 0) + extent(it.size)
+        events[it.end + 1] = events.get(it.end + 1, 0) - extent(it.size)
     live = best = 0
     for step in sorted(events):
         live += events[step]
@@ -115,24 +133,24 @@ def _conflict_lists(items: Sequence[Interval]) -> dict[int, list[Interval]]:
 def _place_in_order(order: Sequence[Interval], conflicts: dict[int, list[Interval]]) -> dict[int, int]:
     offsets: dict[int, int] = {}
     for it in order:
-        placed = [(offsets[o.id], align(o.size)) for o in conflicts[it.id] if o.id in offsets]
-        offsets[it.id] = _first_fit(align(it.size), placed)
+        placed = [(offsets[o.id], extent(o.size)) for o in conflicts[it.id] if o.id in offsets]
+        offsets[it.id] = _first_fit(extent(it.size), placed)
     return offsets
 
 
 def _pool_size(items: Sequence[Interval], offsets: dict[int, int]) -> int:
-    return max((offsets[it.id] + align(it.size) for it in items), default=0)
+    return max((offsets[it.id] + extent(it.size) for it in items), default=0)
 
 
 def greedy_by_size(items: Sequence[Interval]) -> dict[int, int]:
-    order = sorted(items, key=lambda it: (-align(it.size), it.start, it.id))
+    order = sorted(items, key=lambda it: (-extent(it.size), it.start, it.id))
     return _place_in_order(order, _conflict_lists(items))
 
 
 def greedy_by_conflicts(items: Sequence[Interval]) -> dict[int, int]:
     conflicts = _conflict_lists(items)
-    weight = {it.id: sum(align(o.size) for o in conflicts[it.id]) + align(it.size) for it in items}
-    order = sorted(items, key=lambda it: (-weight[it.id], -align(it.size), it.start, it.id))
+    weight = {it.id: sum(extent(o.size) for o in conflicts[it.id]) + extent(it.size) for it in items}
+    order = sorted(items, key=lambda it: (-weight[it.id], -extent(it.size), it.start, it.id))
     return _place_in_order(order, conflicts)
 
 
@@ -152,11 +170,11 @@ def two_sided(items: Sequence[Interval], conflicts: dict[int, list[Interval]]) -
                     queue.append(o)
                 elif side[o.id] == side[it.id]:
                     return None
-    pool = max((align(it.size) for it in items), default=0)
+    pool = max((extent(it.size) for it in items), default=0)
     for it in items:
         for o in conflicts[it.id]:
-            pool = max(pool, align(it.size) + align(o.size))
-    return {it.id: 0 if side[it.id] == 0 else pool - align(it.size) for it in items}
+            pool = max(pool, extent(it.size) + extent(o.size))
+    return {it.id: 0 if side[it.id] == 0 else pool - extent(it.size) for it in items}
 
 
 def branch_and_bound(items: Sequence[Interval], budget: int = NODE_BUDGET) -> tuple[dict[int, int], bool]:
@@ -171,7 +189,7 @@ def branch_and_bound(items: Sequence[Interval], budget: int = NODE_BUDGET) -> tu
     best_size = _pool_size(items, best)
     if best_size <= bound or not items:
         return best, True
-    sizes = {it.id: align(it.size) for it in items}
+    sizes = {it.id: extent(it.size) for it in items}
     ids = sorted(it.id for it in items)
     nodes = 0
     exhausted = True
@@ -251,9 +269,9 @@ def check(items: Sequence[Interval], offsets: dict[int, int]) -> None:
             raise CompileError(f"memory plan: buffer {it.id} at offset {offsets[it.id]} is not {ALIGNMENT}-aligned")
     for i, a in enumerate(items):
         for b in items[i + 1:]:
-            if a.conflicts(b) and a.size and b.size:
+            if a.conflicts(b):
                 oa, ob = offsets[a.id], offsets[b.id]
-                if oa < ob + b.size and ob < oa + a.size:
+                if oa < ob + extent(b.size) and ob < oa + extent(a.size):
                     raise CompileError(f"memory plan: buffers {a.id} and {b.id} are live together at steps "
                                        f"{max(a.start, b.start)}..{min(a.end, b.end)} but overlap in memory")
 
@@ -264,14 +282,82 @@ def check(items: Sequence[Interval], offsets: dict[int, int]) -> None:
 SIZE_SUFFIXES = {"": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024 * 1024, "mb": 1024 * 1024,
                  "mib": 1024 * 1024}
 _POOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_POOL_NAME = 32
 _SECTION_NAME = re.compile(r"[A-Za-z0-9_.$]{1,64}")
+MAX_POOL_BYTES = 2**31 - 1
+MAX_POOL_ALIGN = 4096
+POOL_ATTRS = "rw, section=NAME, align=N"
 
 
 def check_section(value: str, what: str) -> None:
     """A linker section name (a pool's `section=`, --constants-section): ValueError naming `what` if not."""
-    if not _SECTION_NAME.fullmatch(value):
-        raise ValueError(f"{what} {value[:40]!r} is not a section name ([A-Za-z0-9_.$]+, at most 64 characters)")
-MAX_POOL_BYTES = 2**31 - 1
+    if not isinstance(value, str) or not _SECTION_NAME.fullmatch(value):
+        raise ValueError(f"{what} {str(value)[:40]!r} is not a section name ([A-Za-z0-9_.$]+, at most 64 characters)")
+
+
+#: Sections a workspace cannot live in: code, read-only data, startup tables, unwind, debug and link metadata,
+#: and the heap and stack the startup code owns (each also with its `.NAME.*` subsections). A pool there is
+#: written where the target cannot (flash, a read-only mapping) or over what the startup code and the linker
+#: own (the board linker scripts start the heap at `.heap`).
+NOT_WORKSPACE_SECTIONS = (".text", ".rodata", ".init", ".fini", ".init_array", ".fini_array", ".preinit_array",
+                          ".ctors", ".dtors", ".isr_vector", ".vectors", ".ARM.exidx", ".ARM.extab",
+                          ".ARM.attributes", ".eh_frame", ".eh_frame_hdr", ".gcc_except_table", ".comment",
+                          ".debug", ".note", ".symtab", ".strtab", ".shstrtab", ".interp", ".dynamic", ".dynsym",
+                          ".dynstr", ".got", ".plt", ".heap", ".stack")
+
+
+def check_pool_section(value: str, what: str) -> None:
+    """A pool's `section=`: a section name (check_section) the workspace can be written in; ValueError naming
+    `what` if not."""
+    check_section(value, what)
+    for ro in NOT_WORKSPACE_SECTIONS:
+        if value == ro or value.startswith(ro + "."):
+            raise ValueError(f"{what} {value!r} is not for a workspace ({ro} holds code, read-only data or what the "
+                             "startup code owns); use a RAM section of its own, e.g. .dtcm or .bss.pool")
+
+
+# Generated symbols built from a pool name, and the generated symbols that share their name space. The code
+# generator takes its names from these functions, and the pool names that would collide with one of them are
+# RESERVED_POOL_NAMES, checked when a pool is given: the two cannot drift apart.
+#: `tvmgen_<m>_workspace_sizes`: the TVMModel's table of pool sizes, beside the pools' static arrays.
+WORKSPACE_SIZES_SUFFIX = "sizes"
+
+
+def pool_array_name(prefix: str, pool: str) -> str:
+    """The static array of pool `pool` in `<prefix>_main.c` (`--workspace static`)."""
+    return f"{prefix}_workspace_{pool}"
+
+
+def workspace_sizes_name(prefix: str) -> str:
+    """The TVMModel's `size_t` table of workspace sizes in `<prefix>_main.c` (interface c)."""
+    return pool_array_name(prefix, WORKSPACE_SIZES_SUFFIX)
+
+
+def pool_param_name(pool: str) -> str:
+    """The `uint8_t*` parameter / local of pool `pool` in the generated main and run (`--workspace user`)."""
+    return f"workspace_{pool}"
+
+
+def pool_macro_prefix(model_upper: str, pool: str) -> str:
+    """`TVMGEN_<M>_<POOL>`: the prefix of the pool's header macros (`_WORKSPACE_SIZE`, `_WORKSPACE_INDEX`)."""
+    return f"TVMGEN_{model_upper}_{pool.upper()}"
+
+
+#: Pool names refused (compared ignoring case, as pool names are): their symbols are already generated.
+RESERVED_POOL_NAMES = frozenset({WORKSPACE_SIZES_SUFFIX})
+
+
+def check_pool_name(name: object) -> str:
+    """`name` if it is a usable pool name: a C identifier of at most MAX_POOL_NAME characters, not reserved;
+    ValueError naming it otherwise."""
+    if not isinstance(name, str) or not _POOL_NAME.fullmatch(name) or len(name) > MAX_POOL_NAME:
+        raise ValueError(f"pool name {str(name)[:40]!r} is not a C identifier of at most {MAX_POOL_NAME} characters")
+    if name.lower() in RESERVED_POOL_NAMES:
+        reserved = ", ".join(sorted(RESERVED_POOL_NAMES))
+        raise ValueError(f"pool name {name!r} is reserved: its array would be the generated "
+                         f"{pool_array_name('tvmgen_<m>', name.lower())} (reserved names, compared ignoring case: "
+                         f"{reserved})")
+    return name
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,49 +384,76 @@ class PoolSpec:
         extra += [f"align={self.align}"] if self.align != ALIGNMENT else []
         return f"{self.name}:{self.size}" + (f":rw,{','.join(extra)}" if extra else "")
 
+    def validate(self) -> None:
+        """ValueError naming the field of a pool that `parse_pool` would not give (the Python API, metadata)."""
+        check_pool_name(self.name)
+        if type(self.size) is not int or not 1 <= self.size <= MAX_POOL_BYTES:
+            raise ValueError(f"pool {self.name}: size {self.size!r} is not an int number of bytes from 1 to "
+                             f"{MAX_POOL_BYTES}")
+        if self.section:
+            check_pool_section(self.section, f"pool {self.name}: section")
+        elif not isinstance(self.section, str):
+            raise ValueError(f"pool {self.name}: section {self.section!r} is not a section name")
+        a = self.align
+        if type(a) is not int or a < ALIGNMENT or a > MAX_POOL_ALIGN or a & (a - 1):
+            raise ValueError(f"pool {self.name}: align {a!r} is not a power of two from {ALIGNMENT} to "
+                             f"{MAX_POOL_ALIGN}")
+
 
 def parse_size(text: str) -> int:
     """Bytes, or a number with a suffix K/KB/KiB (1024) or M/MB/MiB (1048576); ValueError naming the text."""
-    m = re.fullmatch(r"\s*([0-9]+)\s*([A-Za-z]*)\s*", text)
+    m = re.fullmatch(r"[ \t]*([0-9]{1,20})[ \t]*([A-Za-z]*)[ \t]*", text)
     if not m or m.group(2).lower() not in SIZE_SUFFIXES:
-        raise ValueError(f"size {text!r} is not a number of bytes (suffixes: K, KB, KiB, M, MB, MiB)")
+        raise ValueError(f"size {text[:40]!r} is not a number of bytes (suffixes: K, KB, KiB, M, MB, MiB)")
     return int(m.group(1)) * SIZE_SUFFIXES[m.group(2).lower()]
 
 
 def parse_pool(text: str) -> PoolSpec:
-    """`NAME:SIZE[:ATTRS]` (ATTRS comma-separated: `rw`, `section=NAME`, `align=N`); ValueError naming the part."""
+    """`NAME:SIZE[:ATTRS]` (ATTRS comma-separated: `rw`, `section=NAME`, `align=N`, each at most once);
+    ValueError naming the part."""
     parts = text.split(":")
     if len(parts) not in (2, 3):
         raise ValueError(f"{text[:60]!r} is not NAME:SIZE[:ATTRS]")
     name, size_text = parts[0], parts[1]
-    if not _POOL_NAME.fullmatch(name) or len(name) > 32:
-        raise ValueError(f"pool name {name[:40]!r} is not a C identifier of at most 32 characters")
+    check_pool_name(name)
     size = parse_size(size_text)
     if size <= 0:
         raise ValueError(f"pool {name}: size {size_text!r} must be at least 1 byte")
     if size > MAX_POOL_BYTES:
-        raise ValueError(f"pool {name}: size {size_text!r} is over {MAX_POOL_BYTES} bytes")
+        raise ValueError(f"pool {name}: size {size_text[:40]!r} is over {MAX_POOL_BYTES} bytes")
     section, align_ = "", ALIGNMENT
+    seen: set[str] = set()
     for attr in (parts[2].split(",") if len(parts) == 3 else []):
         key, eq, value = attr.strip().partition("=")
+        if key in ("rw", "section", "align") and key in seen:
+            raise ValueError(f"pool {name}: attribute {key!r} is given twice (each attribute at most once)")
+        seen.add(key)
         if key == "rw" and not eq:
             continue
         if key == "section" and eq:
-            check_section(value, f"pool {name}: section")
+            check_pool_section(value, f"pool {name}: section")
             section = value
         elif key == "align" and eq:
-            if not value.isdigit() or int(value) < 1 or int(value) & (int(value) - 1) or int(value) > 4096:
-                raise ValueError(f"pool {name}: align {value[:20]!r} is not a power of two from 1 to 4096")
+            if not re.fullmatch(r"[0-9]{1,5}", value) or int(value) < 1 or int(value) & (int(value) - 1) \
+                    or int(value) > MAX_POOL_ALIGN:
+                raise ValueError(f"pool {name}: align {value[:20]!r} is not a power of two from 1 to {MAX_POOL_ALIGN}")
             align_ = max(ALIGNMENT, int(value))
         else:
-            raise ValueError(f"pool {name}: unknown attribute {attr[:40]!r} (known: rw, section=NAME, align=N)")
+            raise ValueError(f"pool {name}: unknown attribute {attr[:40]!r} (known: {POOL_ATTRS})")
     return PoolSpec(name, size, section, align_)
 
 
 def check_pools(pools: Sequence[PoolSpec]) -> None:
-    """CompileError for duplicate pool names."""
+    """CompileError for a pool `parse_pool` would refuse (a bad or reserved name, size, section or alignment)
+    and for duplicate pool names."""
     seen: set[str] = set()
     for p in pools:
+        if not isinstance(p, PoolSpec):
+            raise CompileError(f"memory pool {str(p)[:40]!r} is not a PoolSpec (utvm.compiler.memory.parse_pool)")
+        try:
+            p.validate()
+        except ValueError as exc:
+            raise CompileError(f"memory pool: {exc}") from None
         if p.name.lower() in seen:  # the macros upper-case the name
             raise CompileError(f"memory pool {p.name!r} is given twice (names are compared ignoring case)")
         seen.add(p.name.lower())
@@ -349,7 +462,8 @@ def check_pools(pools: Sequence[PoolSpec]) -> None:
 @dataclass(frozen=True, slots=True)
 class PoolUse:
     """One pool of a pooled plan: its buffers sit at [base, base + used) of the plan's concatenated offsets
-    (pool offset = plan offset - base); `used` <= `spec.size`."""
+    (pool offset = plan offset - base); `used` <= `spec.size`. A pool that received no buffer has `used` 0
+    and no `ids`: it owns no offset and needs no memory (its TVMContext slot may be NULL)."""
 
     spec: PoolSpec
     base: int
@@ -361,14 +475,14 @@ def _fit(items: Sequence[Interval], capacity: int, algorithm: str) -> tuple[dict
     """Place as many of `items` as fit into `capacity` bytes: the algorithm's plan of all of them, keep those
     that end within the capacity, then first fit for the rest (largest first) below the capacity."""
     offsets = place(items, algorithm).offsets if items else {}
-    kept = {it.id: offsets[it.id] for it in items if offsets[it.id] + align(it.size) <= capacity}
+    kept = {it.id: offsets[it.id] for it in items if offsets[it.id] + extent(it.size) <= capacity}
     conflicts = _conflict_lists(items)
     rest = [it for it in items if it.id not in kept]
     spilled: list[Interval] = []
-    for it in sorted(rest, key=lambda it: (-align(it.size), it.start, it.id)):
-        placed = [(kept[o.id], align(o.size)) for o in conflicts[it.id] if o.id in kept]
-        off = _first_fit(align(it.size), placed)
-        if off + align(it.size) <= capacity:
+    for it in sorted(rest, key=lambda it: (-extent(it.size), it.start, it.id)):
+        placed = [(kept[o.id], extent(o.size)) for o in conflicts[it.id] if o.id in kept]
+        off = _first_fit(extent(it.size), placed)
+        if off + extent(it.size) <= capacity:
             kept[it.id] = off
         else:
             spilled.append(it)
@@ -379,9 +493,12 @@ def place_pools(items: Sequence[Interval], pools: Sequence[PoolSpec],
                 algorithm: str = DEFAULT_ALGORITHM) -> tuple[Placement, tuple[PoolUse, ...]]:
     """USMP-style placement over `pools` in order of preference: fill the first pool as well as `algorithm`
     (then first fit) allows, spill what does not fit to the next, and so on; no buffer crosses a pool.
-    Offsets in the returned Placement are in the pools' concatenation (PoolUse.base). A plan that does not
-    fit raises CompileError naming the peak, every pool with its size and need, and the overflow."""
+    Offsets in the returned Placement are in the pools' concatenation (PoolUse.base); a pool that receives
+    nothing has `used` 0 and owns no offset. A plan that does not fit raises CompileError naming the peak,
+    every pool with its size and need, and the overflow."""
     check_pools(pools)
+    if not pools:
+        raise CompileError("memory pools: none given (give at least one --memory-pool, or none for one workspace)")
     if algorithm not in ALGORITHMS:
         raise CompileError(f"unknown memory planner {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
     bound = lower_bound(items)
@@ -410,7 +527,33 @@ def place_pools(items: Sequence[Interval], pools: Sequence[PoolSpec],
         check([it for it in items if it.id in chosen], chosen)
         base += align(used)
     total = base
-    return Placement(algorithm, offsets, total, bound, total == bound), tuple(uses)
+    result = tuple(uses)
+    check_pooled(items, offsets, result)
+    return Placement(algorithm, offsets, total, bound, total == bound), result
+
+
+def check_pooled(items: Sequence[Interval], offsets: dict[int, int], pools: Sequence[PoolUse]) -> None:
+    """Raise CompileError unless every buffer is in exactly one pool, inside it (aligned, within `used`, which
+    is within the pool's capacity), `locate` maps its offset back to that pool, and a pool that received no
+    buffer uses no byte (a planner bug; every consumer of the plan relies on it)."""
+    owner: dict[int, int] = {}
+    for k, use in enumerate(pools):
+        if bool(use.ids) != (use.used > 0) or not 0 <= use.used <= use.spec.size:
+            raise CompileError(f"memory plan: pool {use.spec.name!r} uses {use.used} of {use.spec.size} bytes "
+                               f"for {len(use.ids)} buffers")
+        for i in use.ids:
+            if i in owner:
+                raise CompileError(f"memory plan: buffer {i} is in pools {pools[owner[i]].spec.name!r} and "
+                                   f"{use.spec.name!r}")
+            owner[i] = k
+    for it in items:
+        if it.id not in owner or it.id not in offsets:
+            raise CompileError(f"memory plan: buffer {it.id} is in no pool")
+        k = owner[it.id]
+        where, local = locate(pools, offsets[it.id])
+        if where != k or local % ALIGNMENT or local + extent(it.size) > pools[k].used:
+            raise CompileError(f"memory plan: buffer {it.id} ({it.size} bytes at offset {offsets[it.id]}) is not "
+                               f"inside its pool {pools[k].spec.name!r}")
 
 
 def pool_to_json(use: PoolUse) -> dict[str, object]:
@@ -420,15 +563,22 @@ def pool_to_json(use: PoolUse) -> dict[str, object]:
 
 
 def pool_from_json(d: dict) -> PoolUse:
+    """A pool of metadata.json (pool_to_json); ValueError for one `parse_pool` or `place_pools` would not give."""
     attrs = d.get("attrs", {})
     spec = PoolSpec(str(d["name"]), int(d["capacity_bytes"]), str(attrs.get("section", "")),
                     int(attrs.get("align", ALIGNMENT)))
-    return PoolUse(spec, int(d["base"]), int(d["size_bytes"]), tuple(int(i) for i in d["buffers"]))
+    spec.validate()
+    use = PoolUse(spec, int(d["base"]), int(d["size_bytes"]), tuple(int(i) for i in d["buffers"]))
+    if use.base < 0 or use.base % ALIGNMENT or not 0 <= use.used <= spec.size or bool(use.ids) != (use.used > 0):
+        raise ValueError(f"pool {spec.name}: base {use.base}, {use.used} of {spec.size} bytes used by "
+                         f"{len(use.ids)} buffers")
+    return use
 
 
 def locate(pools: Sequence[PoolUse], offset: int) -> tuple[int, int]:
-    """(pool index, offset in that pool) of a plan offset of a pooled plan."""
+    """(pool index, offset in that pool) of a plan offset of a pooled plan: pool k owns [base, base + used),
+    so a pool that received nothing (used 0) owns no offset."""
     for k, use in enumerate(pools):
-        if use.base <= offset < use.base + max(use.used, 1):
+        if use.base <= offset < use.base + use.used:
             return k, offset - use.base
     raise CompileError(f"memory plan: offset {offset} is in no pool")

@@ -144,9 +144,9 @@ def _encode_job(model: Model, input_sets: Sequence[Inputs], kind: str | None) ->
     sets = []
     for s in input_sets:
         if isinstance(s, Mapping):
-            sets.append({"by": "name", "arrays": {k: np.ascontiguousarray(v) for k, v in s.items()}})
+            sets.append({"by": "name", "arrays": {k: np.asarray(v, order="C") for k, v in s.items()}})
         else:
-            sets.append({"by": "position", "arrays": [np.ascontiguousarray(v) for v in s]})
+            sets.append({"by": "position", "arrays": [np.asarray(v, order="C") for v in s]})
     return {"kind": job_kind, "label": _label(model), "model": src, "sets": sets}
 
 
@@ -251,7 +251,7 @@ class _Tflm:
         # No reset between input sets: stateful ops (SVDF, LSTM, the signal library's delay lines) stream
         # from one set to the next, as on the device; each job starts from a fresh interpreter (zero state).
         for i, a in enumerate(arrays):
-            self.it.set_input(np.ascontiguousarray(a), i)
+            self.it.set_input(np.asarray(a, order="C"), i)
         self.it.invoke()
         return [np.array(self.it.get_output(i)) for i in range(self.n_out)]
 

@@ -779,14 +779,19 @@ def _importer(model: str | os.PathLike | bytes | bytearray | memoryview, name: s
 def from_tflite(model: str | os.PathLike | bytes | bytearray | memoryview, *, name: str | None = None) -> Graph:
     """Import a TFLite model (a path or the file's bytes) as a verified utvm Graph."""
     importer = _importer(model, name)
-    graph = importer.run()
+    return _checked(importer.run(), importer.name)
+
+
+def _checked(graph: Graph, name: str) -> Graph:
+    """`graph` if it is within utvm.limits and well formed (utvm.ir.verify: no cycle, no operator writing a
+    graph input or a constant, one writer per tensor); else the one error `from_tflite` and `survey` raise."""
     limits.check_graph(graph)
     from utvm.ir.verify import verify
 
     try:
         verify(graph)
     except GraphError as exc:
-        raise UnsupportedModelError(f"TFLite model {importer.name!r} cannot be imported: {exc}") from exc
+        raise UnsupportedModelError(f"TFLite model {name!r} cannot be imported: {exc}") from exc
     return graph
 
 
@@ -801,6 +806,8 @@ def survey(model: str | os.PathLike | bytes, *, name: str | None = None) -> tupl
     raw = importer.raw
     problems: list[Problem] = []
     graph = importer.run(problems)
+    if not problems:  # every operator imported: the graph must pass what compile checks (an ill-formed one raises)
+        _checked(graph, importer.name)
     op_of_output = {t: (op.index, op.code) for op in raw.ops for t in (importer.names.get(i) for i in op.outputs) if t}
     kernels = set(supported_ops())
     ready = []

@@ -339,15 +339,17 @@ class Graph:
 
     # --- text dump -------------------------------------------------------------------------------------------
     def dump(self) -> str:
-        """A readable listing: one line per graph input, node and output."""
+        """A readable listing: one line per graph input, node and output. The model's names are escaped
+        (utvm.support.text.shown): a name holding a newline or an escape sequence stays on its line, inert."""
+        from utvm.support.text import shown
 
         def ty(name: str) -> str:
             if not name:
                 return "<none>"
             t = self.tensors.get(name)
             if t is None:
-                return f"%{name}:?"
-            s = f"%{name}: {t.dtype}{list(t.shape)}"
+                return f"%{shown(name)}:?"
+            s = f"%{shown(name)}: {t.dtype}{list(t.shape)}"
             if t.quant is not None:
                 q = t.quant
                 s += (f" q(s={q.scale[0]:.6g}, z={q.zero_point[0]})" if not q.per_channel
@@ -356,13 +358,13 @@ class Graph:
                 s += " const"
             return s
 
-        lines = [f"graph {self.name} {{"]
+        lines = [f"graph {shown(self.name)} {{"]
         lines += [f"  input  {ty(n)}" for n in self.inputs]
         for i, node in enumerate(self.nodes):
-            attrs = ", ".join(f"{k}={v}" for k, v in node.attrs.items())
+            attrs = ", ".join(shown(f"{k}={v}") for k, v in node.attrs.items())
             outs = ", ".join(ty(o) for o in node.outputs)
-            ins = ", ".join(f"%{x}" if x else "<none>" for x in node.inputs)
-            lines.append(f"  [{i}] {outs} = {node.op}({ins}){' {' + attrs + '}' if attrs else ''}")
+            ins = ", ".join(f"%{shown(x)}" if x else "<none>" for x in node.inputs)
+            lines.append(f"  [{i}] {outs} = {shown(node.op)}({ins}){' {' + attrs + '}' if attrs else ''}")
         lines += [f"  output {ty(n)}" for n in self.outputs]
         lines.append("}")
         return "\n".join(lines)

@@ -73,14 +73,24 @@ class Transport(abc.ABC):
         self.close()
 
 
+# The longest single wait: poll() takes a C int of milliseconds. A longer timeout (a user's `--timeout 1e308`)
+# waits this long, ~24.8 days, which is as good as for ever for a device call.
+MAX_WAIT_S = (2**31 - 1) / 1000.0
+
+
+def _bounded(timeout: float | None) -> float | None:
+    return None if timeout is None else min(max(0.0, timeout), MAX_WAIT_S)
+
+
 def _deadline(timeout: float | None) -> float | None:
-    return None if timeout is None else time.monotonic() + max(0.0, timeout)
+    bounded = _bounded(timeout)
+    return None if bounded is None else time.monotonic() + bounded
 
 
 def _remaining_ms(deadline: float | None) -> int | None:
     if deadline is None:
         return None
-    return max(0, int((deadline - time.monotonic()) * 1000 + 0.999))
+    return max(0, min(2**31 - 1, int((deadline - time.monotonic()) * 1000 + 0.999)))
 
 
 class _FdTransport(Transport):
@@ -385,8 +395,9 @@ class SerialTransport(Transport):
         # The timeout is raised outside the try: SessionTimeoutError is a TimeoutError, i.e. an OSError, which
         # the except clause would turn into a LinkClosedError (a silent board is not a closed link).
         try:
-            if self.ser.timeout != timeout:  # setting it reconfigures the port: only when it changes
-                self.ser.timeout = timeout
+            wait = _bounded(timeout)
+            if self.ser.timeout != wait:  # setting it reconfigures the port: only when it changes
+                self.ser.timeout = wait
             first = self.ser.read(1)
             if first:
                 waiting = self.ser.in_waiting
@@ -400,8 +411,9 @@ class SerialTransport(Transport):
     def write(self, data: bytes | bytearray | memoryview, timeout: float | None = None) -> None:
         serial = self._serial_mod
         try:
-            if self.ser.write_timeout != timeout:
-                self.ser.write_timeout = timeout
+            wait = _bounded(timeout)
+            if self.ser.write_timeout != wait:
+                self.ser.write_timeout = wait
             self.ser.write(bytes(data))
             self.ser.flush()
         except serial.SerialTimeoutException as exc:

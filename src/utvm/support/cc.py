@@ -57,11 +57,11 @@ def hash_inputs(paths: Iterable[Path], extra: Iterable[str] = ()) -> str:
             files.extend(sorted(q for q in p.rglob("*") if q.is_file() and "__pycache__" not in q.parts))
         elif p.exists():
             files.append(p)
-    for f in files:
-        h.update(str(f.name).encode())
+    for f in files:  # a file name is bytes to the system: one that is not UTF-8 hashes as those bytes
+        h.update(str(f.name).encode("utf-8", "surrogateescape"))
         h.update(f.read_bytes())
     for e in extra:
-        h.update(b"\0" + e.encode())
+        h.update(b"\0" + e.encode("utf-8", "surrogateescape"))
     return h.hexdigest()[:20]
 
 

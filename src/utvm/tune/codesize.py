@@ -5,6 +5,8 @@ model's `task_count` nodes of the task: a kernel shared between them counts once
 times), its operators file is compiled with the target's C compiler at -O2 with one section per function,
 and the sizes of the text sections of its functions are added up: the operator function times the count,
 plus the file-scope functions the kernel emitted (a shared GEMM). Data (weights, tables) is not code.
+Each tool runs at most TOOL_TIMEOUT_S seconds; a tool that hangs, fails or vanishes leaves the size unknown
+(None), never a traceback or a stuck tuner.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from utvm.compiler.schedule import Schedule
 from utvm.support import cc
 from utvm.target import get_target
 from utvm.tune.tasks import Task
+
+#: Seconds the target compiler (or `size`) may take on one candidate before it counts as unmeasurable.
+TOOL_TIMEOUT_S = 120.0
 
 _SECTION = re.compile(r"^\.text\.(\S+)\s+(\d+)\s+\d+\s*$", re.MULTILINE)
 
@@ -56,12 +61,16 @@ def code_bytes(task: Task, point: Schedule, target: str) -> int | None:
         src = Path(tmp) / "ops.c"
         src.write_text(compiled.sources[f"{compiled.prefix}_ops.c"])
         obj = Path(tmp) / "ops.o"
-        proc = subprocess.run([*compiler, "-std=c99", "-O2", "-ffunction-sections", "-fdata-sections",
-                               f"-I{cc.crt_dir() / 'include'}", "-c", str(src), "-o", str(obj)],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
+        try:
+            proc = subprocess.run([*compiler, "-std=c99", "-O2", "-ffunction-sections", "-fdata-sections",
+                                   f"-I{cc.crt_dir() / 'include'}", "-c", str(src), "-o", str(obj)],
+                                  capture_output=True, text=True, errors="replace", timeout=TOOL_TIMEOUT_S)
+            if proc.returncode != 0:
+                return None
+            out = subprocess.run([size, "-A", str(obj)], capture_output=True, text=True, errors="replace",
+                                 timeout=TOOL_TIMEOUT_S).stdout
+        except (subprocess.TimeoutExpired, OSError):  # a hung or vanished tool: the code size is unknown
             return None
-        out = subprocess.run([size, "-A", str(obj)], capture_output=True, text=True).stdout
     total = 0
     for name, nbytes in _SECTION.findall(out):
         if name == op.name:

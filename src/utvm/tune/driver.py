@@ -12,13 +12,20 @@ holds, with or without an error, so an interrupted run resumes where it stopped 
 returns at once. Only this driver writes the log.
 
 Progress (through `progress(message)`): per batch, a line `task i/n <description>: done/total trials, best
-<cost> = <ratio>x the default <cost>, errors, ETA <remaining time>`. The ETA is the time per candidate of
-this run so far times the candidates still to measure in this task and the following ones.
+<cost> = <ratio>x the default <cost>, errors, ETA <remaining time>`. Its best and default are what the final
+table says of the task so far (`log.summarize` with the same `max_code_growth`: the best within the code
+budget). The ETA is the time per candidate of this run so far times the candidates still to measure in this
+task and the following ones.
+
+The log may hold anything before the run: it must be empty or a tuning log (every complete line a record,
+`log.read`), or the run stops before any work and the file is left as it is. Every string of a summary or a
+progress line that came from the log or the model goes through `utvm.support.text.shown`.
 """
 
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import time
 import zlib
@@ -30,6 +37,7 @@ from typing import Any
 import utvm
 from utvm.compiler.schedule import Schedule, describe_workload
 from utvm.errors import UsageError
+from utvm.support.text import shown
 from utvm.tune import log as tlog
 from utvm.tune.measure import UNIT_INSTRUCTIONS, CandidateHook, Measurer
 from utvm.tune.strategy import (
@@ -50,6 +58,8 @@ DEFAULT_BATCH = 16
 #: Seconds the device may take to answer one request (a candidate that takes longer is a hang).
 DEFAULT_TIMEOUT_S = 20.0
 DEFAULT_STRATEGY = "auto"
+#: Characters of a task's description in the summary table (a workload from a log may describe anything).
+MAX_DESCRIPTION = 120
 
 
 @dataclass
@@ -85,15 +95,23 @@ def format_duration(seconds: float) -> str:
     return f"{seconds}s"
 
 
+def _cell(text: object, limit: int | None = None) -> str:
+    """A table cell or progress text from a log or a model: escaped (one inert line), at most `limit` long."""
+    out = shown(text)
+    return out if limit is None or len(out) <= limit else out[:limit - 3] + "..."
+
+
 def format_summary(summaries: Sequence[tlog.TaskSummary]) -> str:
-    """The table `utvm tune` ends with and `utvm tune --summary` prints: per task, default vs best."""
+    """The table `utvm tune` ends with and `utvm tune --summary` prints: per task, default vs best. Every
+    cell that came from the log (description, target, schedule) is escaped: a log cannot drive the terminal
+    or forge a row."""
     if not summaries:
         return "no task in the log"
     rows = []
     for s in summaries:
         ratio = f"{s.ratio:.3f}" if s.ratio is not None else "-"
-        best = ", ".join(f"{k}={v}" for k, v in s.best.schedule.items()) if s.best else "-"
-        rows.append((s.description, s.target, str(s.trials), str(s.errors),
+        best = _cell(", ".join(f"{k}={v}" for k, v in s.best.schedule.items())) if s.best else "-"
+        rows.append((_cell(s.description, MAX_DESCRIPTION), _cell(s.target), str(s.trials), str(s.errors),
                      format_cost(s.default.cost if s.default else None, s.unit),
                      format_cost(s.best.cost if s.best else None, s.unit), ratio, best))
     head = ("task", "target", "trials", "errors", "default", "best", "best/default", "best schedule")
@@ -106,29 +124,30 @@ def format_summary(summaries: Sequence[tlog.TaskSummary]) -> str:
 
     out = [line(head), "-" * len(line(head))]
     out += [line(r) for r in rows]
-    ratios = [s.ratio for s in summaries if s.ratio is not None]
+    ratios = [s.ratio for s in summaries if s.ratio is not None and s.ratio > 0]
     if ratios:
-        gm = 1.0
-        for r in ratios:
-            gm *= r
-        out.append(f"{len(summaries)} task(s); geometric mean best/default over {len(ratios)}: "
-                   f"{gm ** (1 / len(ratios)):.3f}")
+        gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))  # (a product of many may overflow)
+        out.append(f"{len(summaries)} task(s); geometric mean best/default over {len(ratios)}: {gm:.3f}")
     return "\n".join(out)
 
 
 def progress_line(ti: int, n: int, task: Task, budget: int, mine: dict[str, tlog.Record], unit: str,
-                  eta_s: float | None) -> str:
-    """`task i/n <description>: done/total trials, best <cost> = <ratio>x the default <cost>, errors, ETA`."""
-    ok = [r for r in mine.values() if r.ok]
-    best = min(ok, key=lambda r: (r.cost, r.schedule_key())) if ok else None
-    dflt = mine.get(point_key(task.space.default))
+                  eta_s: float | None, max_code_growth: float | None = tlog.DEFAULT_MAX_CODE_GROWTH,
+                  records: Sequence[tlog.Record] | None = None) -> str:
+    """`task i/n <description>: done/total trials, best <cost> = <ratio>x the default <cost>, errors, ETA`.
+    `mine`: the task's records in its current space (the trials); `records`: all its records (default:
+    `mine`), of which the best and the default are what the final table says (`log.summarize` with
+    `max_code_growth`)."""
+    summary = tlog.summarize(list(mine.values()) if records is None else records, max_code_growth=max_code_growth)
+    s = next((x for x in summary if x.task == task.key), None)
+    best, dflt = (s.best, s.default) if s is not None else (None, None)
     errors = sum(1 for r in mine.values() if not r.ok)
-    text = f"task {ti + 1}/{n} {task.description}" + (f" (x{task.count})" if task.count > 1 else "")
+    text = f"task {ti + 1}/{n} {_cell(task.description)}" + (f" (x{task.count})" if task.count > 1 else "")
     text += f": {min(len(mine), budget)}/{budget} trials"
     if best is not None:
         text += f", best {format_cost(best.cost, unit)}"
-        if dflt is not None and dflt.ok and dflt.cost:
-            text += f" = {best.cost / dflt.cost:.3f}x the default {format_cost(dflt.cost, unit)}"  # type: ignore[operator]
+        if dflt is not None and s is not None and s.ratio is not None:
+            text += f" = {s.ratio:.3f}x the default {format_cost(dflt.cost, unit)}"
     if errors:
         text += f", {errors} error(s)"
     if eta_s is not None:
@@ -145,16 +164,34 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _record(task: Task, res: Any, target: str, default: bool, platform: str) -> tlog.Record:
+    """The log record of one measurement, always one the reader accepts (a cost that is not > 0 and finite
+    is an error; long texts are cut)."""
+    cost, error = res.cost, res.error
+    if error is None and (cost is None or isinstance(cost, bool) or not isinstance(cost, int | float)
+                          or not math.isfinite(cost) or not tlog.MIN_COST <= cost <= tlog.MAX_COST):
+        error = f"the measurement gave no usable cost ({cost!r})"
+    if error is not None:
+        cost = None
+        error = str(error)[:tlog.MAX_ERROR_CHARS]
+    code = res.code if isinstance(res.code, int) and 0 <= res.code <= tlog.MAX_CODE_BYTES else None
+    return tlog.Record(task.key, target, dict(res.schedule), None if cost is None else float(cost), res.unit, error,
+                       utvm.__version__[:tlog.MAX_TEXT], dict(task.workload), _now(), default,
+                       str(platform)[:tlog.MAX_TEXT], code)
+
+
 def tune(model: Any, log_path: str | os.PathLike[str], platform: str = "host", *, target: str | None = None,
          rounding: str = "single", trials: int = DEFAULT_TRIALS, strategy: str = DEFAULT_STRATEGY,
          batch: int = DEFAULT_BATCH, timeout: float = DEFAULT_TIMEOUT_S, seed: int = 0,
          progress: Callable[[str], None] | None = None, on_candidate: CandidateHook | None = None,
-         only: Sequence[str] | None = None, measurer: Measurer | None = None) -> TuneResult:
+         only: Sequence[str] | None = None, measurer: Measurer | None = None,
+         max_code_growth: float | None = tlog.DEFAULT_MAX_CODE_GROWTH) -> TuneResult:
     """Tune every task of `model` (a .tflite/.onnx path or an imported Graph) on `platform`, appending to
     the log at `log_path` (see the module docstring). `target`: the CPU to generate code for (default:
     the platform's). `strategy`: grid, random, model or auto (model when scikit-learn is installed, else
     random). `only`: task keys to tune (default: all). `on_candidate(session, index, schedule)`
-    runs before each candidate is measured (tests use it to kill the device)."""
+    runs before each candidate is measured (tests use it to kill the device). `max_code_growth`: the code
+    budget of the progress lines' and the summary's best (log.best_records)."""
     say = progress or (lambda _m: None)
     if strategy not in (*STRATEGIES, AUTO):
         raise UsageError(f"unknown strategy {strategy!r}; choose one of {', '.join((AUTO, *STRATEGIES))}")
@@ -162,9 +199,17 @@ def tune(model: Any, log_path: str | os.PathLike[str], platform: str = "host", *
     for label, v in (("trials", trials), ("batch", batch)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise UsageError(f"{label} must be an integer >= 1, got {v!r}")
+    growth = max_code_growth
+    if growth is not None and (isinstance(growth, bool) or not isinstance(growth, int | float)
+                               or not math.isfinite(growth) or growth < 0):
+        raise UsageError(f"max_code_growth must be a finite fraction >= 0 or None, got {max_code_growth!r}")
     check_strategy(strategy)
     path = tlog.check_writable(log_path)
-    records = tlog.read(path)  # a bad log fails before any work
+    try:  # a file that is not a tuning log fails before any work, and is left as it is
+        records = tlog.read(path)
+    except tlog.TuningLogError as exc:
+        raise tlog.TuningLogError(f"{exc}; not a tuning log to append to: refusing to write to it (the file is "
+                                  "left as it is)") from None
     m = measurer or Measurer(platform, target, timeout=timeout, seed=seed, on_candidate=on_candidate,
                              progress=lambda msg: None)
     t_start = time.monotonic()
@@ -175,14 +220,19 @@ def tune(model: Any, log_path: str | os.PathLike[str], platform: str = "host", *
         if unknown:
             raise UsageError(f"the model has no task {', '.join(unknown)}")
         tasks = [t for t in tasks if t.key in set(only)]
-    say(f"{len(tasks)} task(s) on {m.platform_name} (target {m.target}); costs in {m.unit}; "
-        f"{trials} trials per task, {strategy} search, {batch} candidates per firmware; log {path}")
+    say(f"{len(tasks)} task(s) on {_cell(m.platform_name)} (target {m.target}); costs in {m.unit}; "
+        f"{trials} trials per task, {strategy} search, {batch} candidates per firmware; log {_cell(path)}")
+    repeated = len(records) - len(tlog.unique(records))
+    if repeated:
+        say(f"the log holds {repeated} record(s) of points measured before (concurrent tuners?): of each point "
+            "the first measurement without an error counts")
 
-    # What the log already holds, per task (only points of the task's current space count).
+    # What the log already holds, per task (only points of the task's current space count), one record per
+    # point (log.unique: of a point measured twice, the first without an error).
     done: dict[str, dict[str, tlog.Record]] = {t.key: {} for t in tasks}
-    for r in records:
+    for r in tlog.unique(records):
         if r.task in done and r.target == m.target and r.unit == m.unit:  # another clock: measured again
-            done[r.task].setdefault(r.schedule_key(), r)
+            done[r.task][r.schedule_key()] = r
     budgets = []
     for t in tasks:
         legal = legal_points(t.space)
@@ -201,7 +251,8 @@ def tune(model: Any, log_path: str | os.PathLike[str], platform: str = "host", *
             later = sum(max(0, b - len(done[t.key])) for t, b in zip(tasks[ti + 1:], budgets[ti + 1:], strict=True))
             left = max(0, budget - len(mine)) + later
             eta = left * clock["seconds"] / clock["measured"] if clock["measured"] else None
-            return progress_line(ti, len(tasks), task, budget, mine, m.unit, eta)
+            return progress_line(ti, len(tasks), task, budget, mine, m.unit, eta, max_code_growth,
+                                 list(done[task.key].values()))
 
         say(line())
         while len(mine) < budget:
@@ -215,24 +266,24 @@ def tune(model: Any, log_path: str | os.PathLike[str], platform: str = "host", *
                 break  # every legal point is measured
             t0 = time.monotonic()
             for res in m.measure(task, points):
-                rec = tlog.Record(task.key, m.target, dict(res.schedule), res.cost, res.unit, res.error,
-                                  utvm.__version__, dict(task.workload), _now(),
-                                  point_key(res.schedule) == default_key, m.platform_name, res.code)
+                rec = _record(task, res, m.target, point_key(res.schedule) == default_key, m.platform_name)
                 tlog.append(path, [rec])
                 mine[rec.schedule_key()] = rec
                 done[task.key][rec.schedule_key()] = rec
-                strat.update([(dict(res.schedule), res.cost if res.ok else None)])
+                strat.update([(dict(res.schedule), rec.cost if rec.ok else None)])
                 clock["measured"] += 1
             clock["seconds"] += time.monotonic() - t0
             say(line())
 
-    summaries = tlog.summarize([r for k in done for r in done[k].values()], describe_workload)
+    summaries = tlog.summarize([r for k in done for r in done[k].values()], describe_workload, max_code_growth)
     return TuneResult(tasks, summaries, int(clock["measured"]), resumed, time.monotonic() - t_start, dict(m.stats))
 
 
-def summary_of_log(log_path: str | os.PathLike[str]) -> list[tlog.TaskSummary]:
-    """Per task of the log at `log_path`: default vs best (what `utvm tune --summary` prints)."""
-    path = Path(log_path)
-    if not path.exists():
-        raise tlog.TuningLogError(f"tuning log {path}: no such file")
-    return tlog.summarize(tlog.read(path), describe_workload)
+def summary_of_log(log_path: str | os.PathLike[str],
+                   max_code_growth: float | None = tlog.DEFAULT_MAX_CODE_GROWTH) -> list[tlog.TaskSummary]:
+    """Per task of the log at `log_path`: default vs best within the code budget (what `utvm tune --summary`
+    prints). Lines that are not records are skipped with a warning each (log.load); a file none of whose
+    lines is a record is a TuningLogError."""
+    contents = tlog.load(Path(log_path))
+    contents.report()
+    return tlog.summarize(contents.records, describe_workload, max_code_growth)

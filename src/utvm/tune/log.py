@@ -16,36 +16,99 @@ against), `platform` (where it was measured) and `code` (bytes of machine code t
 firmware with the model's nodes of that task). Only the tuning driver writes the
 log; each record is one `write` of one line, flushed at once, so a crash loses at most the record being
 written and a re-run resumes after what is there (`measured` gives the (task, schedule) pairs to skip).
-Reading is strict about structure and tolerant of one thing: a last line cut short by a crash is skipped
-with a warning (and the next `append` removes it before writing). Anything else that is not a record is an
-error naming the line.
+
+A log is untrusted input (docs/tuning.md, "What a log may hold"). Each line is checked against a schema
+before it is believed (`parse_line`): its length (MAX_RECORD_BYTES), nesting (MAX_DEPTH), the digits of its
+numbers, every field's type (no bool for a number, no float for a count, no object for a string), range
+(a cost > 0 and finite, from MIN_COST to MAX_COST; a code size from 0 to MAX_CODE_BYTES) and length. A line
+is then either a record or refused with a reason naming the line:
+
+- applying a log (`load`, `best_schedules`, `summary_of_log`) skips refused lines with one warning each
+  (MAX_REPORTED of them, then a count); a file in which no line is a record is not a tuning log (an error);
+- appending to a log (`read`, what the tuner does before its first measurement, and `append`) is strict:
+  every complete line must be a record, or the file is not ours and is left exactly as it is. The one
+  thing repaired is a last line cut short by a crash while the tuner wrote it (it begins as the writer's
+  lines do, and every line before it is a record): reading skips it with a warning, the next `append`
+  removes it.
+
+Several records of one point (task, target, unit, schedule: a log two tuners appended to at once, or two
+logs concatenated) are one measurement: the first without an error counts (else the first), the others
+are duplicates and ignored (`unique`). A task has one default record per target and unit: the first marked
+`default` without an error; a later `default` record of another schedule is an ordinary candidate.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
+import re
+import stat
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from utvm.errors import UsageError
+from utvm.support.text import shown
 
 UNITS = ("instructions", "seconds")
-#: A tuning log larger than this is refused (a log of a whole zoo of models stays far below).
+#: A tuning log larger than this, or with more lines, is refused (a log of a whole zoo of models stays far
+#: below: 100 models of 10 tasks tuned with 64 trials are 64,000 lines of about 1 KiB); reading the most a
+#: log may hold takes seconds, not minutes.
 MAX_LOG_BYTES = 256 << 20
+MAX_LOG_LINES = 250_000
+#: The longest line that may be a record (a record of a real task is about 1 KiB).
+MAX_RECORD_BYTES = 1 << 20
+#: The deepest nesting of arrays and objects in a record (a real one nests 5 deep: record, workload,
+#: inputs, a tensor, its shape).
+MAX_DEPTH = 16
+#: Characters of one number in a record (a cost or a count has far fewer; a 10^6-digit integer is refused
+#: before it is converted).
+MAX_NUMBER_CHARS = 40
+#: Characters of a name or a short text field (task, target, platform, utvm, time, knob names and values).
+MAX_TEXT = 256
+#: Characters of an `error` reason.
+MAX_ERROR_CHARS = 4096
+#: Knobs of one schedule.
+MAX_KNOBS = 64
+#: The largest integer knob value, code size and tensor dimension a record may hold.
+MAX_INT = 2**31 - 1
+MAX_CODE_BYTES = MAX_INT
+#: The smallest and largest cost (instructions or seconds) a record may hold: a picosecond or one
+#: instruction at least, so that a ratio of two costs is always a finite number.
+MIN_COST = 1e-12
+MAX_COST = 1e18
+#: Refused lines reported one by one when a log is applied (then a count of the rest).
+MAX_REPORTED = 5
+#: Applying a log stops at this many refused lines (a file with so many is not a tuning log), or at
+#: MAX_LEADING_REFUSED refused lines before the first record: a large file that is no log is not read to
+#: its end.
+MAX_REFUSED = 10_000
+MAX_LEADING_REFUSED = 100
 
 #: How much more machine code than the default point a task's schedule may take when a log is applied (a
 #: fraction of the default's bytes): the fastest point within it wins. Schedules that unroll or specialise
 #: buy a few percent of speed with kilobytes of flash, which on a microcontroller is often the scarcer one.
 DEFAULT_MAX_CODE_GROWTH = 0.10
 
+_TASK = re.compile(r"[A-Za-z0-9_.\-]{1,64}:[0-9a-f]{16}")
+_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+_KNOB = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+#: How every line the writer makes begins (json.dumps with sort_keys: "code" is the first key; logs written
+#: before `code` existed begin with "cost"): what a line cut short by a crash begins with.
+_WRITER_PREFIXES = (b'{"code": ', b'{"cost": ')
+_RECORD_KEYS = ("task", "target", "schedule", "cost", "unit", "error", "utvm")
+
 
 class TuningLogError(UsageError):
     """A tuning log that cannot be read (or written): names the file and the line."""
+
+
+class _Refusal(Exception):
+    """Why one line is not a record (internal: becomes a TuningLogError or a `Refused` naming the line)."""
 
 
 @dataclass(frozen=True)
@@ -69,10 +132,14 @@ class Record:
 
     @property
     def ok(self) -> bool:
-        return self.error is None and self.cost is not None and math.isfinite(self.cost)
+        return self.error is None and self.cost is not None and math.isfinite(self.cost) and self.cost > 0
 
     def schedule_key(self) -> str:
-        return json.dumps(self.schedule, sort_keys=True, separators=(",", ":"))
+        key = self.__dict__.get("_schedule_key")  # computed once: summaries and resumes compare it often
+        if key is None:
+            key = json.dumps(self.schedule, sort_keys=True, separators=(",", ":"))
+            object.__setattr__(self, "_schedule_key", key)
+        return key
 
     def to_json(self) -> dict[str, Any]:
         return {"task": self.task, "target": self.target, "schedule": dict(self.schedule),
@@ -82,78 +149,393 @@ class Record:
 
     @staticmethod
     def from_json(d: Any, where: str) -> Record:
-        if not isinstance(d, dict):
-            raise TuningLogError(f"{where}: a record is a JSON object, got {type(d).__name__}")
+        """The record `d` (a parsed JSON value) holds, checked against the schema (module docstring);
+        TuningLogError `<where>: <reason>` when it is not one."""
         try:
-            task, target, schedule = d["task"], d["target"], d["schedule"]
-            cost, unit, error, version = d["cost"], d["unit"], d["error"], d["utvm"]
-        except KeyError as exc:
-            raise TuningLogError(f"{where}: the record has no {exc.args[0]!r}") from None
-        if not isinstance(task, str) or not isinstance(target, str) or not task or not target:
-            raise TuningLogError(f"{where}: 'task' and 'target' must be non-empty strings")
-        if not isinstance(schedule, dict) or not all(isinstance(v, int | str | bool) for v in schedule.values()):
-            raise TuningLogError(f"{where}: 'schedule' must be an object of int/str/bool knob values")
-        if cost is not None and (isinstance(cost, bool) or not isinstance(cost, int | float)):
-            raise TuningLogError(f"{where}: 'cost' must be a number or null")
-        if unit not in UNITS:
-            raise TuningLogError(f"{where}: 'unit' {unit!r} is not one of {', '.join(UNITS)}")
-        if error is not None and not isinstance(error, str):
-            raise TuningLogError(f"{where}: 'error' must be a string or null")
-        if error is None and cost is None:
-            raise TuningLogError(f"{where}: a record without an error needs a cost")
-        workload = d.get("workload") or {}
-        default = d.get("default", False)
-        if not isinstance(default, bool):
-            raise TuningLogError(f"{where}: 'default' must be true or false")
-        return Record(task, target, dict(schedule), None if cost is None else float(cost), unit, error,
-                      str(version), workload if isinstance(workload, dict) else {}, str(d.get("time", "")),
-                      default, str(d.get("platform", "") or ""), _code(d.get("code"), where))
+            return _record(d)
+        except _Refusal as exc:
+            raise TuningLogError(f"{where}: {exc}") from None
 
 
-def read(path: str | os.PathLike[str]) -> list[Record]:
-    """Every record of the log at `path` (a missing file is an empty log)."""
-    p = Path(path)
-    if not p.exists():
-        return []
-    if not p.is_file():
-        raise TuningLogError(f"tuning log {p}: not a regular file")
-    if p.stat().st_size > MAX_LOG_BYTES:
-        raise TuningLogError(f"tuning log {p}: larger than {MAX_LOG_BYTES:,} bytes")
-    return list(_parse(p.read_bytes(), str(p)))
+def _brief(value: Any, limit: int = 40) -> str:
+    """A short, printable rendering of a value from a log, for a reason (a string as Python writes it)."""
+    try:
+        text = repr(value) if isinstance(value, str) else json.dumps(value, ensure_ascii=True, allow_nan=True)
+    except (TypeError, ValueError, RecursionError):
+        text = type(value).__name__
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _parse(data: bytes, name: str) -> Iterator[Record]:
-    lines = data.split(b"\n")
-    complete = data.endswith(b"\n")
-    for n, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        where = f"tuning log {name}, line {n}"
-        try:
-            obj = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
-        except (UnicodeDecodeError, ValueError) as exc:
-            if n == len(lines) and not complete:  # the last line, cut short by a crash while writing
-                warnings.warn(f"{where}: an incomplete last record is skipped", stacklevel=3)
-                return
-            raise TuningLogError(f"{where}: not a JSON record ({exc})") from None
-        yield Record.from_json(obj, where)
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _code(value: Any, where: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise TuningLogError(f"{where}: 'code' must be a byte count or null")
+def _text(d: Mapping[str, Any], key: str, limit: int = MAX_TEXT, *, optional: bool = True) -> str:
+    value = d.get(key)
+    if value is None and optional:
+        return ""
+    if not isinstance(value, str):
+        raise _Refusal(f"'{key}' must be a string{' or null' if optional else ''}, got {_brief(value)}")
+    if len(value) > limit:
+        raise _Refusal(f"'{key}' is longer than {limit} characters ({len(value)})")
     return value
 
 
+def _record(d: Any) -> Record:
+    if not isinstance(d, dict):
+        raise _Refusal(f"a record is a JSON object, got {_json_type(d)}")
+    missing = next((k for k in _RECORD_KEYS if k not in d), None)
+    if missing is not None:
+        raise _Refusal(f"the record has no {missing!r}")
+    task, target = d["task"], d["target"]
+    if not isinstance(task, str) or not isinstance(target, str) or not task or not target:
+        raise _Refusal(f"'task' and 'target' must be non-empty strings, got {_brief(task)} and {_brief(target)}")
+    if not _TASK.fullmatch(task):
+        raise _Refusal(f"'task' {_brief(task)} is not a task key (<op>:<16 hex digits>)")
+    if not _NAME.fullmatch(target):
+        raise _Refusal(f"'target' {_brief(target)} is not a target name")
+    schedule = _schedule(d["schedule"])
+    cost = d["cost"]
+    if cost is not None:
+        if isinstance(cost, bool) or not isinstance(cost, int | float):
+            raise _Refusal(f"'cost' must be a number or null, got {_brief(cost)}")
+        if not math.isfinite(cost) or not MIN_COST <= cost <= MAX_COST:
+            raise _Refusal(f"'cost' must be > 0, finite, from {MIN_COST:g} to {MAX_COST:g}, got {_brief(cost)}")
+    unit = d["unit"]
+    if not isinstance(unit, str) or unit not in UNITS:
+        raise _Refusal(f"'unit' {_brief(unit)} is not one of {', '.join(UNITS)}")
+    error = d["error"]
+    if error is not None:
+        error = _text(d, "error", MAX_ERROR_CHARS)
+    if error is None and cost is None:
+        raise _Refusal("a record without an error needs a cost")
+    version = _text(d, "utvm", optional=False)
+    default = d.get("default", False)
+    if not isinstance(default, bool):
+        raise _Refusal(f"'default' must be true or false, got {_brief(default)}")
+    return Record(task, target, schedule, None if cost is None else float(cost), unit, error, version,
+                  _workload(d.get("workload")), _text(d, "time"), default, _text(d, "platform"), _code(d.get("code")))
+
+
+def _json_type(value: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _schedule(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _Refusal(f"'schedule' must be an object of int/str/bool knob values, got {_json_type(value)}")
+    if len(value) > MAX_KNOBS:
+        raise _Refusal(f"'schedule' has {len(value)} knobs; at most {MAX_KNOBS}")
+    for k, v in value.items():
+        if not _KNOB.fullmatch(k):
+            raise _Refusal(f"'schedule' knob name {_brief(k)} is not an identifier of at most 64 characters")
+        if isinstance(v, bool):
+            continue
+        if isinstance(v, int):
+            if abs(v) > MAX_INT:
+                raise _Refusal(f"'schedule' knob {k} = {_brief(v)} is out of range (at most {MAX_INT})")
+        elif isinstance(v, str):
+            if len(v) > MAX_TEXT:
+                raise _Refusal(f"'schedule' knob {k}: a value longer than {MAX_TEXT} characters")
+        else:
+            raise _Refusal(f"'schedule' must be an object of int/str/bool knob values ({k} = {_brief(v)})")
+    return dict(value)
+
+
+def _workload(value: Any) -> dict[str, Any]:
+    """The workload (optional; what describe_workload reads must have its type)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _Refusal(f"'workload' must be an object or null, got {_json_type(value)}")
+    op = value.get("op")
+    if op is not None and not (isinstance(op, str) and len(op) <= MAX_TEXT):
+        raise _Refusal(f"'workload.op' must be a string of at most {MAX_TEXT} characters, got {_brief(op)}")
+    for key in ("inputs", "outputs"):
+        tensors = value.get(key)
+        if tensors is None:
+            continue
+        if not isinstance(tensors, list):
+            raise _Refusal(f"'workload.{key}' must be an array of tensors, got {_json_type(tensors)}")
+        for t in tensors:
+            if t is None:  # an absent optional input
+                continue
+            if not isinstance(t, dict):
+                raise _Refusal(f"'workload.{key}' must be an array of tensor objects, holds {_brief(t)}")
+            shape, dtype = t.get("shape"), t.get("dtype")
+            if shape is not None and not (isinstance(shape, list)
+                                          and all(_is_int(n) and 0 <= n <= MAX_INT for n in shape)):
+                raise _Refusal(f"'workload.{key}': a shape must be an array of sizes 0..{MAX_INT}, "
+                               f"got {_brief(shape)}")
+            if dtype is not None and not (isinstance(dtype, str) and len(dtype) <= 32):
+                raise _Refusal(f"'workload.{key}': a dtype must be a short string, got {_brief(dtype)}")
+    attrs = value.get("attrs")
+    if attrs is not None and not isinstance(attrs, dict):
+        raise _Refusal(f"'workload.attrs' must be an object, got {_json_type(attrs)}")
+    return value
+
+
+def _code(value: Any) -> int | None:
+    if value is None:
+        return None
+    if not _is_int(value) or not 0 <= value <= MAX_CODE_BYTES:
+        raise _Refusal(f"'code' must be a byte count from 0 to {MAX_CODE_BYTES} or null, got {_brief(value)}")
+    return value
+
+
+# --- reading a line ------------------------------------------------------------------------------------
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _bounded_int(text: str) -> int:
+    if len(text) > MAX_NUMBER_CHARS:
+        raise ValueError(f"a number of {len(text)} digits")
+    return int(text)
+
+
+def _bounded_float(text: str) -> float:
+    if len(text) > MAX_NUMBER_CHARS:
+        raise ValueError(f"a number of {len(text)} characters")
+    return float(text)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for k, _v in pairs:
+            if k in seen:
+                raise ValueError(f"the key {_brief(k)} appears twice in one object")
+            seen.add(k)
+    return out
+
+
+def _too_deep(value: Any) -> bool:
+    """Do arrays and objects nest more than MAX_DEPTH deep in `value`? (Iteratively: never the Python
+    stack; json's own recursion limit has already refused the extreme.)"""
+    level = [value]
+    for _depth in range(MAX_DEPTH):
+        inner = []
+        for v in level:
+            if type(v) is dict:
+                inner += [x for x in v.values() if type(x) is dict or type(x) is list]
+            elif type(v) is list:
+                inner += [x for x in v if type(x) is dict or type(x) is list]
+        if not inner:
+            return False
+        level = inner
+    return True
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_int=_bounded_int, parse_float=_bounded_float,
+                            object_pairs_hook=_unique_keys)
+
+
+def _parse(raw: bytes) -> Record:
+    """The record one line holds; _Refusal with the reason when it holds none."""
+    if len(raw) > MAX_RECORD_BYTES:
+        raise _Refusal(f"a line of {len(raw):,} bytes; a record has at most {MAX_RECORD_BYTES:,}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Refusal(f"not a JSON record (not UTF-8 text: byte {exc.start + 1})") from None
+    try:
+        value = _DECODER.decode(text)
+    except RecursionError:
+        raise _Refusal(f"not a JSON record (arrays or objects nested more than {MAX_DEPTH} deep)") from None
+    except ValueError as exc:
+        raise _Refusal(f"not a JSON record ({exc})") from None
+    if type(value) is dict and _too_deep(value):
+        raise _Refusal(f"arrays or objects nested more than {MAX_DEPTH} deep")
+    return _record(value)
+
+
+def parse_line(raw: bytes | str, where: str = "tuning log") -> Record:
+    """The record one line of a log holds, or TuningLogError `<where>: <why not>`."""
+    try:
+        return _parse(raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else raw)
+    except _Refusal as exc:
+        raise TuningLogError(f"{where}: {exc}") from None
+
+
+def _torn(raw: bytes) -> bool:
+    """Does `raw` (a last line without its newline, that is not a record) look like a line the writer was
+    cutting short when it crashed: it begins as every line the writer makes does?"""
+    fragment = raw.lstrip(b" \t")
+    return bool(fragment) and any(p.startswith(fragment) or fragment.startswith(p) for p in _WRITER_PREFIXES)
+
+
+# --- reading a file ------------------------------------------------------------------------------------
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+
+
+def _not_regular(p: Path, mode: int) -> TuningLogError:
+    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+    return TuningLogError(f"tuning log {p}: is {kind}, not a regular file")
+
+
+def _read_bytes(p: Path) -> tuple[bytes, os.stat_result]:
+    """The bytes of the log at `p`: a regular file (a FIFO or device is said to be one, never waited on or
+    read) of at most MAX_LOG_BYTES; and its stat."""
+    try:
+        mode = os.stat(p).st_mode  # (follows a link to a log) what is there, before anything is opened
+    except FileNotFoundError:
+        reason = "a symbolic link to nothing" if os.path.lexists(p) else "no such file"
+        raise TuningLogError(f"tuning log {p}: {reason}") from None
+    except NotADirectoryError:
+        raise TuningLogError(f"tuning log {p}: a component of the path is not a directory") from None
+    except OSError as exc:
+        raise TuningLogError(f"tuning log {p}: cannot be examined ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(mode):
+        raise _not_regular(p, mode)
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise TuningLogError(f"tuning log {p}: cannot be read ({exc.strerror or exc})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):  # replaced since it was looked at
+        os.close(fd)
+        raise _not_regular(p, st.st_mode)
+    with os.fdopen(fd, "rb") as f:
+        if st.st_size > MAX_LOG_BYTES:
+            raise TuningLogError(f"tuning log {p}: larger than {MAX_LOG_BYTES:,} bytes")
+        try:
+            data = f.read(MAX_LOG_BYTES + 1)
+        except OSError as exc:
+            raise TuningLogError(f"tuning log {p}: cannot be read ({exc.strerror or exc})") from None
+    if len(data) > MAX_LOG_BYTES:
+        raise TuningLogError(f"tuning log {p}: larger than {MAX_LOG_BYTES:,} bytes")
+    return data, st
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A line of a log that is not a record, and why."""
+
+    line: int
+    reason: str
+
+
+@dataclass
+class LogContents:
+    """What a log holds: its records (in file order, as written: `unique` makes them one per point), the
+    line of each, the lines refused and why, and the records that repeat a point (duplicate line, the line
+    of the record that counts)."""
+
+    path: Path
+    records: list[Record]
+    lines: list[int]
+    refused: list[Refused]
+    duplicates: list[tuple[int, int]]
+    #: the line number of a last line cut short by a crash (skipped), else None
+    torn: int | None = None
+
+    def report(self) -> None:
+        """One warning per refused line (MAX_REPORTED of them, then a count), one for the duplicates."""
+        for r in self.refused[:MAX_REPORTED]:
+            warnings.warn(shown(f"tuning log {self.path}, line {r.line}: record refused: {r.reason}"), stacklevel=3)
+        rest = self.refused[MAX_REPORTED:]
+        if rest:
+            warnings.warn(shown(f"tuning log {self.path}: {len(rest)} more line(s) refused (lines {rest[0].line} "
+                                f"to {rest[-1].line})"), stacklevel=3)
+        if self.duplicates:
+            dup, first = self.duplicates[0]
+            warnings.warn(shown(f"tuning log {self.path}: {len(self.duplicates)} record(s) repeat a point measured "
+                                f"earlier (line {dup} repeats line {first}); the first measurement without an "
+                                "error counts"), stacklevel=3)
+
+
+_NONBLANK = re.compile(rb"[^ \t\r\n\x0b\x0c]")
+
+
+def _lines(data: bytes) -> Iterator[tuple[int, bytes, bool]]:
+    """(line number, bytes, is the last line without a newline) of every line that is not blank (blank:
+    what bytes.strip() removes), found without a Python step per blank line or a list of all lines."""
+    pos = counted = 0
+    n = 1
+    while True:
+        m = _NONBLANK.search(data, pos)
+        if m is None:
+            return
+        start = data.rfind(b"\n", 0, m.start()) + 1
+        n += data.count(b"\n", counted, start)
+        counted = start
+        end = data.find(b"\n", m.start())
+        if end < 0:
+            yield n, data[start:], True
+            return
+        yield n, data[start:end], False
+        pos = end + 1
+
+
+def load(path: str | os.PathLike[str], *, strict: bool = False) -> LogContents:
+    """Every line of the log at `path`, as a record or refused with its reason (module docstring).
+
+    strict=False (applying a log): a refused line is kept in `.refused` (`.report()` warns); a file none of
+    whose lines is a record (a torn last line aside) is not a tuning log: TuningLogError naming the first
+    line. strict=True (appending to it): the first refused line is a TuningLogError (a torn last line is
+    skipped with a warning)."""
+    p = Path(path)
+    data, st = _read_bytes(p)
+    records: list[Record] = []
+    numbers: list[int] = []
+    refused: list[Refused] = []
+    torn: int | None = None
+    for count, (n, raw, last_open) in enumerate(_lines(data), 1):
+        if count > MAX_LOG_LINES:
+            raise TuningLogError(f"tuning log {p}: more than {MAX_LOG_LINES:,} lines (line {n}); a tuning log "
+                                 "holds fewer: split it")
+        try:
+            rec = _parse(raw)
+        except _Refusal as exc:
+            if last_open and _torn(raw):
+                torn = n
+                if strict:
+                    warnings.warn(shown(f"tuning log {p}, line {n}: an incomplete last record is skipped (cut "
+                                        "short by a crash while it was written)"), stacklevel=2)
+                else:
+                    refused.append(Refused(n, "an incomplete last record is skipped (cut short by a crash "
+                                              "while it was written)"))
+                continue
+            if strict:
+                raise TuningLogError(f"tuning log {p}, line {n}: {exc}") from None
+            refused.append(Refused(n, str(exc)))
+            if len(refused) >= (MAX_REFUSED if records else MAX_LEADING_REFUSED):
+                first = refused[0]
+                raise TuningLogError(f"tuning log {p}: not a tuning log: {len(refused):,} lines are not records "
+                                     f"(line {first.line}: {first.reason})") from None
+            continue
+        records.append(rec)
+        numbers.append(n)
+    if strict:  # every line up to the last newline is a record: an append need not check them again
+        cut = data.rfind(b"\n") + 1
+        _remember(st, data[:cut], cut, data[:cut].count(b"\n"))
+    if not strict and not records and any(r.line != torn for r in refused):
+        first = next(r for r in refused if r.line != torn)
+        raise TuningLogError(f"tuning log {p}: not a tuning log: no line is a record (line {first.line}: "
+                             f"{first.reason})")
+    _kept, dups = _choose(records)
+    return LogContents(p, records, numbers, refused, [(numbers[i], numbers[j]) for i, j in dups], torn)
+
+
+def read(path: str | os.PathLike[str]) -> list[Record]:
+    """Every record of the log at `path`, as written (a missing file is an empty log). Strict: a line that
+    is not a record is a TuningLogError naming it (what the tuner checks before it appends); a last line cut
+    short by a crash is skipped with a warning."""
+    p = Path(path)
+    if not p.exists() and not p.is_symlink():
+        return []
+    return load(p, strict=True).records
+
+
+# --- appending -----------------------------------------------------------------------------------------
 def check_writable(path: str | os.PathLike[str]) -> Path:
     """`path` as a Path if records may be appended there: missing, or a regular file (not a directory,
-    FIFO, device or symbolic link). The tuner checks this before it measures anything."""
+    FIFO, device or symbolic link). The tuner checks this before it measures anything; what the file holds
+    is checked by `read` (every line a record)."""
     p = Path(path)
     if p.is_symlink():
         raise TuningLogError(f"tuning log {p}: a symbolic link; give the file itself")
@@ -162,42 +544,95 @@ def check_writable(path: str | os.PathLike[str]) -> Path:
     return p
 
 
+def encode(record: Record) -> bytes:
+    """The line `append` writes for `record` (with its newline); TuningLogError if the reader would refuse
+    it (a record utvm writes is always one utvm reads back)."""
+    line = json.dumps(record.to_json(), sort_keys=True, allow_nan=False).encode()
+    parse_line(line, f"a record of task {record.task} (not written)")
+    return line + b"\n"
+
+
 def append(path: str | os.PathLike[str], records: Iterable[Record]) -> None:
-    """Append `records`, one line each, flushed and fsynced (the log survives a crash of the tuner)."""
+    """Append `records`, one line each, flushed and fsynced (the log survives a crash of the tuner). The
+    file must be empty or a tuning log (every line a record): anything else is a TuningLogError and the file
+    is left as it is (`_make_appendable`; a last line the writer was cutting short when it crashed is
+    removed first). Each append checks only what was added since this process last checked the file."""
     p = check_writable(path)
+    lines = [encode(r) for r in records]  # a record the reader would refuse is never written
     p.parent.mkdir(parents=True, exist_ok=True)
-    if p.exists() and p.stat().st_size:
-        _end_last_line(p)
-    with p.open("ab") as f:
-        for r in records:
-            f.write((json.dumps(r.to_json(), sort_keys=True, allow_nan=False) + "\n").encode())
+    with p.open("ab+") as f:  # O_APPEND: each line lands whole at the end, whoever else appends
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise TuningLogError(f"tuning log {p}: not a regular file; refusing to write to it")
+        _make_appendable(f, p, st)
+        for line in lines:
+            f.write(line)
             f.flush()
         os.fsync(f.fileno())
 
 
-def _end_last_line(p: Path) -> None:
-    """Make the log end with a newline before appending. A last line that is a whole record just lacks its
-    newline (an edited file): end it. Anything else there was cut short by a crash while it was written
-    (reading skips it): remove it, or it would end up in the middle of the log, where it is an error."""
-    with p.open("rb+") as f:
-        size = f.seek(0, os.SEEK_END)
-        tail_start = max(0, size - (1 << 20))
-        f.seek(tail_start)
-        tail = f.read()
-        if tail.endswith(b"\n"):
-            return
-        cut = tail.rfind(b"\n")
-        if cut < 0 and tail_start > 0:  # a last line over 1 MiB: no record is that long
-            raise TuningLogError(f"tuning log {p}: the last line is longer than 1 MiB; not a tuning log?")
-        last = tail[cut + 1:]
+#: (st_dev, st_ino) of a log -> (bytes, lines) at its start known to be whole records (each line ended),
+#: and the last bytes of them: what `append` need not check again. A log only grows; one that shrank or
+#: whose checked end no longer holds the same bytes (another file on a reused inode) is checked from its start.
+_CHECKED: dict[tuple[int, int], tuple[int, int, bytes]] = {}
+_TAIL = 256
+
+
+def _remember(st: os.stat_result, data: bytes, size: int, lines: int) -> None:
+    """`data`: the file's bytes up to `size` (at least its last _TAIL ones)."""
+    _CHECKED[(st.st_dev, st.st_ino)] = (size, lines, data[max(0, len(data) - _TAIL):])
+
+
+def _checked(f: Any, st: os.stat_result) -> tuple[int, int]:
+    """(bytes, lines) at the start of the open file `f` known to be records (0, 0: none)."""
+    size, lines, tail = _CHECKED.get((st.st_dev, st.st_ino), (0, 0, b""))
+    if not size or size > st.st_size:
+        return 0, 0
+    f.seek(size - len(tail))
+    return (size, lines) if f.read(len(tail)) == tail else (0, 0)
+
+
+def _make_appendable(f: Any, p: Path, st: os.stat_result) -> None:
+    """Before appending: every line of the file must be a record (or blank), and the file must end with a
+    newline. A last line without its newline that is a whole record just lacks it (an edited file): end it.
+    One that is not a record is removed only if it is the start of a line the writer makes and every line
+    before it is a record (a crash while the tuner wrote it: reading skips it, and left there it would end
+    up in the middle of the log); anything else means the file is not ours: TuningLogError, nothing
+    written."""
+    size = st.st_size
+    start, line0 = _checked(f, st)
+    if size - start > MAX_LOG_BYTES:
+        raise TuningLogError(f"tuning log {p}: larger than {MAX_LOG_BYTES:,} bytes")
+    back = min(start, _TAIL)  # the checked bytes before `start` too: what _remember keeps of them
+    f.seek(start - back)
+    seen = f.read(size - start + back)
+    data = seen[back:]
+    cut = data.rfind(b"\n") + 1
+    not_ours = f"tuning log {p}, line {{}}: {{}}; not a tuning log: refusing to write to it (the file is left as it is)"
+    for n, raw, _open in _lines(data[:cut]):
         try:
-            Record.from_json(json.loads(last.decode("utf-8"), parse_constant=_no_constant), "")
-        except (UnicodeDecodeError, ValueError, TuningLogError):
+            _parse(raw)
+        except _Refusal as exc:
+            raise TuningLogError(not_ours.format(line0 + n, exc)) from None
+    nlines = line0 + data[:cut].count(b"\n")
+    last = data[cut:]
+    if last.strip():
+        try:
+            _parse(last)
+        except _Refusal as exc:
+            if not _torn(last):
+                raise TuningLogError(not_ours.format(nlines + 1, exc)) from None
             warnings.warn(f"tuning log {p}: an incomplete last record ({len(last)} bytes, cut short by a crash) "
                           "is removed before appending", stacklevel=3)
-            f.truncate(tail_start + cut + 1)
+            f.truncate(start + cut)
+            _remember(st, seen[:back + cut], start + cut, nlines)
             return
+    if last:
         f.write(b"\n")
+        seen += b"\n"
+        size += 1
+        nlines += 1
+    _remember(st, seen, size, nlines)
 
 
 def measured(records: Iterable[Record]) -> set[tuple[str, str]]:
@@ -206,6 +641,45 @@ def measured(records: Iterable[Record]) -> set[tuple[str, str]]:
     return {(r.task, r.schedule_key()) for r in records}
 
 
+# --- one measurement per point, one default per task -------------------------------------------------
+def _point(r: Record) -> tuple[str, str, str, str]:
+    return (r.task, r.target, r.unit, r.schedule_key())
+
+
+def _choose(records: Sequence[Record]) -> tuple[list[int], list[tuple[int, int]]]:
+    """(indices of the records that count, one per point, in order of the point's first record;
+    (index, index of the record that counts) of every other)."""
+    chosen: dict[tuple[str, str, str, str], int] = {}  # in order of each point's first record
+    for i, r in enumerate(records):
+        k = _point(r)
+        j = chosen.get(k)
+        if j is None or (r.ok and not records[j].ok):
+            chosen[k] = i
+    kept = list(chosen.values())
+    keep = set(kept)
+    dups = [(i, chosen[_point(r)]) for i, r in enumerate(records) if i not in keep]
+    return kept, dups
+
+
+def unique(records: Iterable[Record]) -> list[Record]:
+    """One record per point (task, target, unit, schedule): the first without an error, else the first;
+    and one default per (task, target, unit): the first record marked `default` without an error (else the
+    first marked), a later one of another schedule loses its mark. What every reader of a log works on."""
+    rs = list(records)
+    kept, _dups = _choose(rs)
+    out = [rs[i] for i in kept]
+    default: dict[tuple[str, str, str], int] = {}
+    for i, r in enumerate(out):
+        if r.default:
+            k = (r.task, r.target, r.unit)
+            j = default.get(k)
+            if j is None or (r.ok and not out[j].ok):
+                default[k] = i
+    keep = set(default.values())
+    return [dataclasses.replace(r, default=False) if r.default and i not in keep else r for i, r in enumerate(out)]
+
+
+# --- what a log says ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TaskSummary:
     """What a log says about one task: its default and best records, how much was measured."""
@@ -214,10 +688,10 @@ class TaskSummary:
     target: str
     description: str
     unit: str
-    trials: int  # records of this task
+    trials: int  # points of this task measured (one per point: see `unique`)
     errors: int  # of which had an error
     default: Record | None  # the default point's record without error (None: not measured, or it failed)
-    best: Record | None  # the lowest-cost record without error
+    best: Record | None  # the lowest-cost record without error within the code budget
 
     @property
     def ratio(self) -> float | None:
@@ -231,9 +705,10 @@ def summarize(records: Iterable[Record], describe: Any = None,
               max_code_growth: float | None = DEFAULT_MAX_CODE_GROWTH) -> list[TaskSummary]:
     """Per (task, target), in order of first appearance: the default point's cost, the best (what applying
     the log with `max_code_growth` chooses), counts. `describe(workload) -> str` names the task (default:
-    the task key)."""
+    the task key). Works on `unique(records)`: a point measured twice is one trial, and the default is one
+    record, so a task is never compared with a second measurement of its own default."""
     groups: dict[tuple[str, str], list[Record]] = {}
-    for r in records:
+    for r in unique(records):
         groups.setdefault((r.task, r.target), []).append(r)
     out = []
     for (task, target), rs in groups.items():
@@ -252,8 +727,8 @@ def best_records(records: Iterable[Record], target: str | None = None,
     (1 + max_code_growth) times the task's default point's (None: no limit; records or defaults without a
     code size are not limited). Costs in different units never compete: a task measured both in
     instructions (QEMU) and in seconds (a board, the host) is judged in the unit of its last record without
-    error, i.e. by the latest measurement campaign."""
-    ok = [r for r in records if r.ok and (target is None or r.target == target)]
+    error, i.e. by the latest measurement campaign. Works on `unique(records)`."""
+    ok = [r for r in unique(records) if r.ok and (target is None or r.target == target)]
     unit = {r.task: r.unit for r in ok}  # the last one wins
     limit: dict[str, float] = {}
     if max_code_growth is not None:
@@ -275,8 +750,31 @@ def best_records(records: Iterable[Record], target: str | None = None,
 def best_schedules(path: str | os.PathLike[str], target: str,
                    max_code_growth: float | None = DEFAULT_MAX_CODE_GROWTH) -> dict[str, dict[str, Any]]:
     """What `--tuning-log PATH` applies: task key -> the best schedule measured on `target` within the code
-    budget (see best_records)."""
-    p = Path(path)
-    if not p.is_file():
-        raise TuningLogError(f"--tuning-log {p}: no such file")
-    return {k: dict(r.schedule) for k, r in best_records(read(p), target, max_code_growth).items()}
+    budget (see best_records). Lines that are not records are skipped with a warning each (`load`)."""
+    contents = load(path)
+    contents.report()
+    return {k: dict(r.schedule) for k, r in best_records(contents.records, target, max_code_growth).items()}
+
+
+def applied_report(path: str | os.PathLike[str], schedules: Mapping[str, Any], operators: Iterable[Any],
+                   target: str) -> str:
+    """The line `--tuning-log` prints once the model is compiled: how many of *this model's* tasks the log
+    has usable records for (without an error, within the code budget). `schedules`: best_schedules of the
+    log; `operators`: the compiled model's OperatorInfo, with their task and schedule_source. A log with a
+    usable record for none of them (made for another model, target or rounding) is also a warning."""
+    ops = list(operators)
+    tasks = {str(op.task) for op in ops if getattr(op, "task", "")}
+    matched = tasks & set(schedules)
+    applied = {str(op.task) for op in ops if getattr(op, "task", "") and op.schedule_source == "given"}
+    line = (f"tuning log {path}: {len(matched)} of {len(tasks)} task(s) of this model have usable records for "
+            f"{target}")
+    if len(applied) != len(matched):
+        line += f" ({len(applied)} applied, {len(matched) - len(applied)} refused by their kernel)"
+    others = len(set(schedules) - tasks)
+    if others:
+        line += f"; the log's {others} other task(s) on {target} are not in this model"
+    if tasks and not matched:
+        warnings.warn(shown(f"tuning log {path} has no usable record for any of the {len(tasks)} task(s) of this "
+                            f"model on {target} (a log of another model, target or --rounding?): every task keeps "
+                            "its default schedule"), stacklevel=2)
+    return shown(line)

@@ -391,7 +391,7 @@ class _Device:
     def start(self) -> None:
         self.session = self.m._start(self.firmware)
         sess = self.session
-        self.arrays = {name: sess.array(np.ascontiguousarray(a)) for name, a in self.inputs.items()}
+        self.arrays = {name: sess.array(np.asarray(a, order="C")) for name, a in self.inputs.items()}
         g = self.task.graph
         self.outputs = [sess.empty(g.tensor(n).shape, g.tensor(n).dtype) for n in g.outputs]
         self.fill = sess.get_function("tvm.contrib.random.random_fill")
@@ -409,7 +409,7 @@ class _Device:
     def _restore_inputs(self) -> None:
         """Upload the inputs again: a wrong or failing kernel may have written over them."""
         for name, arr in self.arrays.items():
-            arr.copyfrom(np.ascontiguousarray(self.inputs[name]))
+            arr.copyfrom(np.asarray(self.inputs[name], order="C"))
 
     def measure(self, c: _Candidate, refs: list[np.ndarray]) -> float | None:
         """Check the candidate's output, then time it; sets c.error (and returns None) when it is wrong."""

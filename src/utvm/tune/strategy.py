@@ -154,9 +154,11 @@ class ModelStrategy(RandomStrategy):
         pool = super().propose(max(POOL_SIZE, n))  # marks them seen; the ones not chosen are given back
         if len(pool) <= n:
             return pool
-        worst = max(c for _p, c in measured)
+        worst = max(math.log(c) for _p, c in measured)
         xs = [self.space.features(p) for p, _c in self.history]
-        ys = [math.log(c if (c is not None and c > 0 and math.isfinite(c)) else 2.0 * worst)
+        # log(cost); a failed point (or a cost that is no cost) counts as twice the worst: log(2 * worst),
+        # computed as a sum of logs so that no cost, however large, overflows to infinity
+        ys = [math.log(c) if (c is not None and c > 0 and math.isfinite(c)) else worst + math.log(2.0)
               for _p, c in self.history]
         model = self._regressor(n_estimators=60, max_depth=3, learning_rate=0.15, subsample=0.9,
                                 random_state=self.seed & 0x7FFFFFFF)

@@ -118,20 +118,30 @@ def build_device(
     - `crt_config_file`: a user's crt_config.h (utvm's or upstream microTVM's) to build with; the host
       defaults fill only what it leaves out, `crt_config` overrides it (render_crt_config).
     - `extra_sources`: the user's C files (`--extra-source`, e.g. one defining utvm_user_init), each held
-      to the firmware's own strict flags (cc.WARNING_FLAGS, as every source on the QEMU boards is): a
-      warning fails the build with a BuildError naming the file.
+      to the user-code flags of every platform (utvm.platform.user_code.USER_CODE_FLAGS, as every source
+      on the QEMU boards is): a warning fails the build with a BuildError naming the file.
     - `system_lib_sources`: generated C (a system library defining TVMSystemLibEntryPoint), compiled
-      -std=c99 -O2. Both see the CRT headers, the config, each file's own directory and `include_dirs`.
+      -std=c99 -O2, except a user operator's C file among them (`utvm_user_*.c`, utvm.custom_ops), which
+      gets the user-code flags too. Both see the CRT headers, the config, each file's own directory and
+      `include_dirs`, utvm's directories first; a user header that would shadow one of utvm's is refused
+      (utvm.platform.user_code.user_headers).
     - `sanitize`: build everything with ASan+UBSan.
     Raises PlatformError for bad arguments and BuildError (with the compiler output) if compiling fails.
     """
+    from utvm.custom_ops import is_user_source
+    from utvm.platform.user_code import USER_CODE_FLAGS, check_given_once, own_headers, user_headers
+
     config_text = render_crt_config(crt_config, crt_config_file)
-    user_sources = _resolve(extra_sources, "extra source")
-    extras = user_sources + _resolve(system_lib_sources, "system library source")
+    check_given_once(extra_sources, "host")
+    generated = _resolve(system_lib_sources, "system library source")
+    # the user's C: --extra-source files, then a user operator's C among the generated sources
+    user_sources = _resolve(extra_sources, "extra source") + [p for p in generated if is_user_source(p)]
+    extras = user_sources + [p for p in generated if not is_user_source(p)]
     includes = [Path(d).resolve() for d in include_dirs]
     for d in includes:
         if not d.is_dir():
             raise PlatformError(f"build_device: include directory {str(d)!r} does not exist")
+    user_headers(extra_sources, includes, own_headers(generated), "host")  # none may shadow one of utvm's
     san = tuple(cc.SANITIZE_FLAGS) if sanitize else ()
     own_sources = [SOURCE_DIR / "main.c"]
     defines: list[str] = []
@@ -153,10 +163,12 @@ def build_device(
             cc.run([compiler, *cc.WARNING_FLAGS, *OPT_FLAGS, *san, *[f"-I{d}" for d in incs],
                     *[f"-D{d}" for d in defines], "-c", str(src), "-o", str(obj)], what=f"compiling {src.name}")
             objects.append(obj)
-        user_incs = sorted({p.parent for p in extras}) + includes
-        for k, src in enumerate(user_sources):  # the user's C: the same strict flags, one file at a time
-            obj = tmp / f"user{k}_{src.stem}.o"
-            cc.run([compiler, *cc.WARNING_FLAGS, *OPT_FLAGS, *san, *[f"-I{d}" for d in [*incs, *user_incs]],
+        # utvm's directories first (the generated sources' own), then the user's: a user header never shadows
+        user_incs = list(dict.fromkeys([*(p.parent for p in generated), *(p.parent for p in user_sources),
+                                        *includes]))
+        for k, src in enumerate(user_sources):  # the user's C: the user-code flags, one file at a time
+            obj = tmp / f"user{k}_{src.stem[:64]}.o"
+            cc.run([compiler, *USER_CODE_FLAGS, *OPT_FLAGS, *san, *[f"-I{d}" for d in [*incs, *user_incs]],
                     "-c", str(src), "-o", str(obj)], what=f"compiling {src}")
             objects.append(obj)
         return cc.compile_link(

@@ -16,7 +16,7 @@ and, after printing, the firmware serves RPC on the same UART until the host sen
 UART output (text, one item per line):
 
     utvm-deploy <model> <board>
-    output <index> <name> <dtype> <d0>x<d1>... <count>
+    output <index> <name> <dtype> <d0>x<d1>... <count>      (shape `()` for a scalar, a rank-0 tensor)
     <values, 16 per line; integers in decimal, float32 as 0x + 8 hex digits of its IEEE-754 bits>
     status <return code of the model>
     stack <bytes of stack ever used since reset (stack painting)>
@@ -149,7 +149,7 @@ static UTVM_MAYBE_UNUSED void put_hex32(uint32_t value) {
   utvm_uart_puts(text);
 }
 
-static void put_sep(size_t i, size_t count) {
+static UTVM_MAYBE_UNUSED void put_sep(size_t i, size_t count) {
   utvm_uart_puts(((i + 1u) % 16u == 0u || i + 1u == count) ? "\n" : " ");
 }
 """
@@ -199,9 +199,8 @@ def deploy_main(compiled: Any, board: Board, with_rpc: bool = False) -> str:
         lines += [f"static void* const utvm_workspaces[{len(pools)}] = {{{names}}};",
                   "static const TVMContext utvm_context = {utvm_workspaces};"]
     elif conv == "c" and user_ws:
-        lines.append(
-            f"static uint8_t utvm_workspace[TVMGEN_{m.upper()}_WORKSPACE_SIZE] __attribute__((aligned(16)));"
-        )
+        size = f"TVMGEN_{m.upper()}_WORKSPACE_SIZE"  # 0 for a model without intermediates: no zero-size array
+        lines.append(f"static uint8_t utvm_workspace[{size} > 0 ? {size} : 1] __attribute__((aligned(16)));")
         # A context fixed at build time: const, so it can live in flash (TVMExecute takes const TVMContext*).
         lines += ["static void* const utvm_workspaces[1] = {utvm_workspace};",
                   "static const TVMContext utvm_context = {utvm_workspaces};"]
@@ -246,7 +245,8 @@ def deploy_main(compiled: Any, board: Board, with_rpc: bool = False) -> str:
             "}",
             "",
         ]
-    lines += ["int main(void) {", "  int32_t rc;", "  size_t i;"]
+    lines += ["int main(void) {", "  int32_t rc;", "  size_t i = 0u;",
+              "  (void)i;  /* no loop when every output is empty */"]
     if conv == "c":
         lines += [f"  struct {prefix}_inputs inputs;", f"  struct {prefix}_outputs outputs;"]
     else:
@@ -289,10 +289,12 @@ def deploy_main(compiled: Any, board: Board, with_rpc: bool = False) -> str:
         n = len(iface.inputs) + len(iface.outputs)
         lines.append(f"  rc = {prefix}_run(args, type_codes, {n}, &ret_value, &ret_code, NULL);")
     for i, x in enumerate(iface.outputs):
-        count = max(1, int(np.prod(x.shape)))
-        shape = "x".join(str(int(d)) for d in x.shape) or "1"
+        count = int(np.prod(x.shape))  # 0 for a tensor with a zero dimension: nothing printed, no loop
+        shape = "x".join(str(int(d)) for d in x.shape) or "()"  # a scalar keeps its rank 0
         name = c_string("".join(c if c.isprintable() else repr(c)[1:-1] for c in x.name))  # one line of text
         lines.append(f'  utvm_uart_puts("output {i} {name} {x.dtype} {shape} {count}\\n");')
+        if count == 0:
+            continue
         lines.append(f"  for (i = 0; i < {count}u; ++i) {{")
         if x.dtype == "float32":
             lines += ["    uint32_t bits;", f"    memcpy(&bits, &utvm_output_{i}[i], sizeof(bits));",
@@ -434,7 +436,12 @@ def parse_deploy_output(text: str) -> DeployOutput:
                 i += 1
             if len(values) != count:
                 raise PlatformError(f"output {name!r}: expected {count} values, the firmware printed {len(values)}")
-            shape = tuple(int(d) for d in shape_s.split("x")) if shape_s else ()
+            try:
+                shape = tuple(int(d) for d in shape_s.split("x")) if shape_s not in ("", "()") else ()
+            except ValueError:
+                raise PlatformError(f"output {name!r}: bad shape {shape_s!r} in the firmware's output") from None
+            if int(np.prod(shape)) != count:
+                raise PlatformError(f"output {name!r}: shape {shape_s} does not hold {count} values")
             if dtype == "float32":
                 arr = np.array([int(v, 16) for v in values], dtype=np.uint32).view(np.float32)
             else:

@@ -62,29 +62,52 @@ class CortexMFirmware:
         include_dirs: Sequence[Path | str] = (),
         crt_config_file: Path | str | None = None,
     ) -> FirmwareSpec:
-        sources: dict[str, str] = {"main.c": (APPS_DIR / "main_rpc.c").read_text()}
-        headers: dict[str, str] = {}
+        from utvm.errors import UsageError
+        from utvm.platform import user_code
+
+        sources: dict[str, str | bytes] = {"main.c": (APPS_DIR / "main_rpc.c").read_text()}
+        headers: dict[str, str | bytes] = {}
         defines = ["UTVM_ABORT_RESETS=1", f"UTVM_PLATFORM_MEMORY_BYTES={PLATFORM_MEMORY_BYTES}u"]
         if with_test_functions:
             sources["utvm_test_functions.c"] = (TEST_FUNCTIONS_DIR / "src" / "utvm_test_functions.c").read_text()
             headers["utvm_test_functions.h"] = (TEST_FUNCTIONS_DIR / "include" / "utvm_test_functions.h").read_text()
             defines.append("UTVM_WITH_TEST_FUNCTIONS=1")
         extra_cflags: list[str] = []
-        for src in [*extra_sources, *system_lib_sources]:
-            path = Path(src)
+        # Every source goes to src/ (compiled with the Makefile's strict flags: the user-code flags), every
+        # header to include/, bytes as they are (a user's file in any encoding). utvm's headers first (the
+        # generated ones beside the system library's sources); a user header that would take the place of
+        # one of utvm's is refused (user_code.user_headers), one of the user's own path keeps the first, as
+        # the host's search order does. An -I directory is copied whole, subdirectories kept.
+        # A user's source is staged under a name make and every file system take (user_code.staged_name:
+        # spaces, `$`, a 250-character stem); two of one staged name are refused, naming both.
+        origin: dict[str, Path] = {"main.c": APPS_DIR / "main_rpc.c",
+                                   "utvm_test_functions.c": TEST_FUNCTIONS_DIR / "src" / "utvm_test_functions.c"}
+        user_code.check_given_once(extra_sources, self.name)
+        user_names: set[str] = set()
+        user = [(Path(src), True) for src in extra_sources] + [(Path(src), False) for src in system_lib_sources]
+        for path, is_user in user:
             if not path.is_file():
-                raise PlatformError(f"{self.name}: source {str(src)!r} does not exist")
-            if path.name in sources:
-                raise PlatformError(f"{self.name}: two sources are named {path.name!r}")
-            sources[path.name] = path.read_text()
-            for h in path.parent.glob("*.h"):  # like the host build: a source's own directory is searched
-                headers.setdefault(h.name, h.read_text())
+                raise PlatformError(f"{self.name}: source {str(path)!r} does not exist")
+            name = user_code.staged_name(path) if is_user else path.name
+            if name in sources:
+                where = f" ({origin[name]} and {path})" if name in origin else ""
+                error = UsageError if is_user or name in user_names else PlatformError
+                raise error(f"{self.name}: two sources would be src/{name}{where}; rename one")
+            if is_user:
+                user_names.add(name)
+            origin[name] = path
+            sources[name] = user_code.read_user_file(path, self.name)
+        for src in system_lib_sources:
+            for h in sorted(Path(src).parent.glob("*.h")):
+                headers.setdefault(h.name, user_code.read_user_file(h, self.name))
         for d in include_dirs:
-            dpath = Path(d)
-            if not dpath.is_dir():
+            if not Path(d).is_dir():
                 raise PlatformError(f"{self.name}: include directory {str(d)!r} does not exist")
-            for h in sorted(dpath.rglob("*.h")):
-                headers.setdefault(str(h.relative_to(dpath)), h.read_text())
+        ours = user_code.own_headers(system_lib_sources)
+        theirs = user_code.user_headers(extra_sources, include_dirs, ours, self.name)
+        user_code.check_one_tree(theirs, self.name)
+        for rel, h in theirs.items():
+            headers.setdefault(rel, user_code.read_user_file(h, self.name))
         return FirmwareSpec(
             board=self.board,
             app_sources=sources,

@@ -46,8 +46,8 @@ class FirmwareSpec:
     """Everything that goes into one firmware project."""
 
     board: Board
-    #: file name -> C source text, written to src/.
-    app_sources: Mapping[str, str]
+    #: file name -> C source (text, or bytes written as they are: the user's files, in any encoding), in src/.
+    app_sources: Mapping[str, str | bytes]
     #: CRT static libraries to link (common, memory, rpc_common, rpc_server, aot_executor); none = no CRT.
     crt_libs: Sequence[str] = ()
     #: crt_config.h overrides: TVM_CRT_* name -> value (the rest keep the template's defaults).
@@ -60,8 +60,8 @@ class FirmwareSpec:
     codegen_dir: Path | None = None
     #: Generated model files by path under codegen/host/ ("src/x.c", "include/x.h"), like an MLF.
     codegen_files: Mapping[str, str] = field(default_factory=dict)
-    #: file name -> text, written to include/.
-    include_files: Mapping[str, str] = field(default_factory=dict)
+    #: path under include/ (subdirectories allowed: an -I tree) -> text or bytes, written to include/.
+    include_files: Mapping[str, str | bytes] = field(default_factory=dict)
     #: preprocessor definitions for the application and board sources (NAME or NAME=VALUE).
     defines: Sequence[str] = ()
     stack_size: int = 0x10000
@@ -71,8 +71,8 @@ class FirmwareSpec:
     #: Which files of template/board/ the project gets (None: all; a board of another platform picks the
     #: portable ones, e.g. timer.c, and brings its own startup, UART and linker script in board_files).
     template_board_files: Sequence[str] | None = None
-    #: file name -> text, written to board/ after the template's files (another platform's board support).
-    board_files: Mapping[str, str] = field(default_factory=dict)
+    #: file name -> text or bytes (a board's own files, any encoding), written to board/ after the template's.
+    board_files: Mapping[str, str | bytes] = field(default_factory=dict)
     #: The linker script, a file of board/.
     linker_script: str = "mps2.ld"
 
@@ -166,11 +166,13 @@ def generate_project(spec: FirmwareSpec, out_dir: Path) -> Path:
                 shutil.copy2(p, out_dir / "crt" / part)
         (include / "crt_config.h").write_text(spec_crt_config_text(spec))
     for name, text in spec.board_files.items():
-        (board / name).write_text(text)
+        _write(board, name, text, "board file", nested=False)  # a board's own files: bytes, any encoding
     for name, text in spec.app_sources.items():
-        (src / name).write_text(text)
+        _write(src, name, text, "source", nested=False)
     for name, text in spec.include_files.items():
-        (include / name).write_text(text)
+        if name == "crt_config.h" and spec.crt_libs:  # utvm's, written above: never replaced
+            raise PlatformError("include file 'crt_config.h' would replace the generated crt_config.h")
+        _write(include, name, text, "include file", nested=True)
     if spec.codegen_dir is not None:
         codegen = Path(spec.codegen_dir) / "codegen" / "host"
         if not codegen.is_dir():
@@ -183,6 +185,21 @@ def generate_project(spec: FirmwareSpec, out_dir: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return out_dir
+
+
+def _write(directory: Path, name: str, content: str | bytes, what: str, nested: bool) -> None:
+    """Write one file of the project: `name` is a relative path inside `directory` (a plain file name unless
+    `nested`); bytes as they are, text as UTF-8."""
+    rel = Path(name)
+    if (not name or rel.is_absolute() or ".." in rel.parts or "\0" in name
+            or (not nested and len(rel.parts) != 1)):
+        raise PlatformError(f"{what} {name!r} must be a {'relative path' if nested else 'plain file name'}")
+    path = directory / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
 
 
 def make(project_dir: Path, *targets: str, jobs: int | None = None) -> str:

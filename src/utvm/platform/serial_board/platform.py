@@ -12,13 +12,22 @@ closes the port and leaves the board running (or runs `[link] reset_command`).
 
 A board that resets in the middle of a call sends a session TERMINATE when it boots: that call fails with a
 SessionTerminatedError (the CLI's exit status 7), and `Session.reconnect()` starts the next session.
+
+Every command of the board.toml runs with a time limit (`run_command`), in a process group of its own that
+is killed whole when the limit passes or utvm is interrupted; a build or flash command that fails is a
+PlatformError (exit 6), a reset command a TransportError (exit 7: the link). Only the last
+OUTPUT_TAIL_BYTES of a command's output are kept, and nothing waits for a process it left running.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import re
+import selectors
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -32,14 +41,24 @@ from utvm.errors import (
     SessionTerminatedError,
     SessionTimeoutError,
     TransportError,
+    UtvmError,
 )
 from utvm.platform.qemu.boards import Board, cross_tool
 from utvm.platform.qemu.platform import CortexMFirmware
-from utvm.platform.qemu.project import FirmwareSpec, generate_project
-from utvm.platform.serial_board.config import BoardConfig, active_board_config, load_board_config
+from utvm.platform.qemu.project import PLATFORM_DIR, FirmwareSpec, generate_project
+from utvm.platform.serial_board.config import (
+    MAX_BOARD_FILE_BYTES,
+    BoardConfig,
+    active_board_config,
+    expand,
+    load_board_config,
+    placeholders_of,
+    read_regular_file,
+)
 from utvm.rpc import Session
 from utvm.rpc.transport import SerialTransport
 from utvm.support import cc
+from utvm.support.text import shown
 
 __all__ = ["BoardSession", "SerialBoardPlatform", "SerialBoardTransport"]
 
@@ -53,6 +72,8 @@ PORTABLE_BOARD_FILES = ("utvm_board.h", "utvm_mps2.h", "timer.c")
 GLUE_FILES = ("utvm_serial_board.h", "serial_glue.c")
 #: Seconds between two attempts to open the port and start a session ([link] reconnect_attempts).
 REOPEN_DELAY_S = 0.5
+#: The bytes of a board command's output kept for its error message (its last line).
+OUTPUT_TAIL_BYTES = 64 * 1024
 
 
 class _ConfiguredTarget:
@@ -85,37 +106,129 @@ class SerialBoardTransport(SerialTransport):
         return f"board {self.config.name} on serial port {self.config.port}"
 
     def reset_board(self) -> None:
-        """Run [link] reset_command (nothing when the board.toml has none)."""
-        if self.config.reset_command is not None:
-            run_board_command(self.config, self.config.reset_command, "[link] reset_command", self.firmware)
+        """Run [link] reset_command (nothing when the board.toml has none); TransportError if it fails."""
+        cfg = self.config
+        if cfg.reset_command is not None:
+            run_board_command(cfg, cfg.reset_command, "[link] reset_command", self.firmware,
+                              timeout=cfg.reset_timeout_s, limit_key="[link] reset_timeout_s", error=TransportError)
 
 
 def run_board_command(config: BoardConfig, argv: Sequence[str], what: str, elf: Path | None,
-                      timeout: float | None = None) -> None:
-    """Run a flash or reset command of board.toml with its placeholders filled; PlatformError (one line) if
-    it fails. {hex} and {bin} are made from the ELF with arm-none-eabi-objcopy when the command uses them."""
+                      timeout: float | None = None, *, limit_key: str = "[flash] timeout_s",
+                      error: type[UtvmError] = PlatformError) -> None:
+    """Run a flash or reset command of board.toml with its placeholders filled (`run_command`). {hex} and
+    {bin} are made from the ELF with arm-none-eabi-objcopy when the command uses them."""
     with tempfile.TemporaryDirectory(prefix="utvm-flash-") as tmp:
         values = {"port": config.port, "elf": str(elf or ""), "hex": "", "bin": ""}
+        used = placeholders_of(argv)
         for kind, fmt in (("hex", "ihex"), ("bin", "binary")):
-            if elf is not None and any("{" + kind + "}" in a for a in argv):
+            if elf is not None and kind in used:
                 out = Path(tmp) / f"{elf.stem}.{kind}"
                 cc.run([cross_tool("objcopy"), "-O", fmt, str(elf), str(out)], what=f"objcopy -O {fmt}")
                 values[kind] = str(out)
-        cmd = [a.format(**values) for a in argv]
+        run_command(config, expand(argv, values), what, config.flash_timeout_s if timeout is None else timeout,
+                    limit_key, error)
+
+
+def run_command(config: BoardConfig, cmd: Sequence[str], what: str, timeout: float, limit_key: str,
+                error: type[UtvmError] = PlatformError) -> None:
+    """Run a command of the board.toml in its directory, stdin closed, in a process group of its own;
+    `error` of one line if it cannot start, exits non-zero (with the last line it printed) or runs longer
+    than `timeout` seconds (`limit_key` says where to raise the limit). On the time limit or on any exception
+    (Ctrl-C) the whole group is killed. Processes it leaves running (a debug server, QEMU) are not waited
+    for: once the command exits, what its output pipe holds is read and the pipe closed."""
+    cmd = list(cmd)
+    shown_cmd = shown(" ".join(cmd))  # one line, whatever the board.toml's arguments hold
+    try:
+        proc = subprocess.Popen(cmd, cwd=config.path.parent, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    except FileNotFoundError:
+        raise error(f"{config.path}: {what}: program {cmd[0]!r} not found") from None
+    except OSError as exc:
+        raise error(f"{config.path}: {what}: cannot run {cmd[0]!r}: {exc.strerror or exc}") from None
+    assert proc.stdout is not None
+    tail = bytearray()
+    try:
+        status = _wait_reading(proc, timeout, tail)
+    except BaseException:
+        _kill_group(proc)
+        raise
+    finally:
+        proc.stdout.close()
+    if status is None:
+        _kill_group(proc)
+        raise error(f"{config.path}: {what} did not finish within {timeout:g} s and was stopped ({limit_key} "
+                    f"raises the limit): {shown_cmd}")
+    if status != 0:
+        lines = [ln.strip() for ln in tail.decode("utf-8", "replace").splitlines() if ln.strip()]
+        last = f"; it said: {shown(lines[-1][:300])}" if lines else ""
+        raise error(f"{config.path}: {what} failed (exit {status}): {shown_cmd}{last}")
+
+
+def _wait_reading(proc: subprocess.Popen[bytes], timeout: float, tail: bytearray) -> int | None:
+    """Wait up to `timeout` s for `proc` to exit, keeping the last OUTPUT_TAIL_BYTES of its output in `tail`;
+    its exit status, or None on the time limit. Never blocks on the pipe: a process the command left behind
+    may hold it open forever."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    os.set_blocking(fd, False)
+    deadline = time.monotonic() + timeout
+    pidfd = -1
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ, "out")
         try:
-            proc = subprocess.run(cmd, cwd=config.path.parent, stdin=subprocess.DEVNULL, capture_output=True,
-                                  text=True, errors="replace", timeout=timeout)
-        except FileNotFoundError:
-            raise PlatformError(f"{config.path}: {what}: program {cmd[0]!r} not found") from None
-        except OSError as exc:
-            raise PlatformError(f"{config.path}: {what}: cannot run {cmd[0]!r}: {exc}") from None
-        except subprocess.TimeoutExpired:
-            raise PlatformError(f"{config.path}: {what} did not finish within {timeout:g} s: "
-                                f"{' '.join(cmd)}") from None
-    if proc.returncode != 0:
-        lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
-        last = f"; it said: {lines[-1][:300]}" if lines else ""
-        raise PlatformError(f"{config.path}: {what} failed (exit {proc.returncode}): {' '.join(cmd)}{last}")
+            pidfd = os.pidfd_open(proc.pid)  # readable when the process exits (Linux 5.3)
+            sel.register(pidfd, selectors.EVENT_READ, "exit")
+        except (AttributeError, OSError):
+            pidfd = -1
+        try:
+            while True:
+                if proc.poll() is not None:
+                    _drain(fd, tail)
+                    return proc.returncode
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                # Without a pidfd the exit is noticed by polling: at most 50 ms late.
+                for key, _ in sel.select(remaining if pidfd >= 0 else min(remaining, 0.05)):
+                    if key.data == "out" and not _drain(fd, tail):
+                        sel.unregister(fd)  # end of output; the exit comes through the pidfd or the poll
+        finally:
+            if pidfd >= 0:
+                os.close(pidfd)
+
+
+def _drain(fd: int, tail: bytearray) -> bool:
+    """Read what the non-blocking `fd` holds into `tail` (keeping its last OUTPUT_TAIL_BYTES); False at the
+    end of the output."""
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        if not chunk:
+            return False
+        tail += chunk
+        if len(tail) > OUTPUT_TAIL_BYTES:
+            del tail[:-OUTPUT_TAIL_BYTES]
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill `proc` and every process of its group (it leads one: start_new_session), and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.kill()
+    except OSError:
+        pass
+    try:
+        proc.wait(timeout=5.0)  # SIGKILL is not ignorable: only a process stuck in the kernel outlives this
+    except subprocess.TimeoutExpired:
+        log.warning("process %d did not die after SIGKILL", proc.pid)
 
 
 class BoardSession(Session):
@@ -132,7 +245,7 @@ class BoardSession(Session):
         if isinstance(transport, SerialBoardTransport):
             try:
                 transport.reset_board()
-            except PlatformError as exc:
+            except (PlatformError, TransportError) as exc:
                 if not force:
                     raise
                 log.warning("%s", exc)
@@ -149,24 +262,32 @@ class SerialBoardPlatform(CortexMFirmware):
         self.board = board_of(self.config)
 
     # --- building ---------------------------------------------------------------------------------------
-    def board_files(self) -> dict[str, str]:
-        """board/ of the project beyond the portable template files: utvm's glue and the board's own files."""
+    def board_files(self) -> dict[str, str | bytes]:
+        """board/ of the project beyond the portable template files: utvm's glue and the board's own files.
+        Each of these is a regular file of at most MAX_BOARD_FILE_BYTES (else a UsageError naming the key),
+        copied as bytes (a vendor file in Latin-1 builds as it is); none takes the name of a file utvm puts
+        in board/ (the template's, the glue, the TVMPlatform hooks)."""
         cfg = self.config
-        files = {name: (TEMPLATE_DIR / name).read_text() for name in GLUE_FILES}
-        taken = {*PORTABLE_BOARD_FILES, *GLUE_FILES}
+        files: dict[str, str | bytes] = {name: (TEMPLATE_DIR / name).read_text() for name in GLUE_FILES}
+        taken = {*PORTABLE_BOARD_FILES, *GLUE_FILES, *(f.name for f in PLATFORM_DIR.iterdir())}
         assert cfg.linker_script is not None and cfg.startup is not None
         named = [("linker_script", cfg.linker_script), ("startup", cfg.startup),
                  *((f"sources[{i}]", s) for i, s in enumerate(cfg.sources))]
+
+        def content(key: str, p: Path) -> bytes:
+            return read_regular_file(p, MAX_BOARD_FILE_BYTES, f"the board file {p.name!r}",
+                                     f"{cfg.path}: [build] {key}")
+
         for key, p in named:
             if p.name in taken:
                 raise PlatformError(f"{cfg.path}: [build] {key}: a board file is already named {p.name!r} "
                                     "(rename it)")
             taken.add(p.name)
-            files[p.name] = p.read_text()
-        for _key, p in named[1:]:  # a driver's own headers, next to it (utvm's files keep their names)
+            files[p.name] = content(key, p)
+        for key, p in named[1:]:  # a driver's own headers, next to it (utvm's files keep their names)
             for h in sorted(p.parent.glob("*.h")):
-                if h.name not in taken:
-                    files.setdefault(h.name, h.read_text())
+                if h.name not in taken and h.name not in files:
+                    files[h.name] = content(f"{key} (a header beside it)", h)
         return files
 
     def firmware_spec(
@@ -196,7 +317,7 @@ class SerialBoardPlatform(CortexMFirmware):
         defines = [d for d in spec.defines if not d.startswith("UTVM_PLATFORM_MEMORY_BYTES=")]
         defines += [f"UTVM_PLATFORM_MEMORY_BYTES={cfg.memory_bytes}u", f"UTVM_BOARD_BAUD={cfg.baud}u",
                     f"UTVM_CPU_CLOCK_HZ={cfg.clock_hz}u"]
-        board_files: dict[str, str] = {}
+        board_files: dict[str, str | bytes] = {}
         linker = "none"
         if cfg.build_command is None:
             board_files = self.board_files()
@@ -227,23 +348,15 @@ class SerialBoardPlatform(CortexMFirmware):
         with tempfile.TemporaryDirectory(prefix="utvm-serial-gen-") as tmp:
             staged = generate_project(spec, Path(tmp) / "project")
             key = cc.hash_inputs([staged], [cfg.name, *cfg.build_command])
-            project = cc.cache_dir() / "serial-board" / f"{cfg.name}-{key[:16]}"
+            slug = re.sub(r"[^A-Za-z0-9_.+-]", "_", cfg.name)[:64]  # config.py allows spaces in names
+            project = cc.cache_dir() / "serial-board" / f"{slug}-{key[:16]}"
             if project.exists():
                 shutil.rmtree(project)
             shutil.copytree(staged, project)
         elf = project / "build" / "firmware.elf"
         elf.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [a.format(project=str(project), elf=str(elf)) for a in cfg.build_command]
-        try:
-            proc = subprocess.run(cmd, cwd=cfg.path.parent, stdin=subprocess.DEVNULL, capture_output=True,
-                                  text=True, errors="replace")
-        except OSError as exc:
-            raise PlatformError(f"{cfg.path}: [build] command: cannot run {cmd[0]!r}: {exc}") from None
-        if proc.returncode != 0:
-            lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
-            last = f"; it said: {lines[-1][:300]}" if lines else ""
-            raise PlatformError(f"{cfg.path}: [build] command failed (exit {proc.returncode}): "
-                                f"{' '.join(cmd)}{last}")
+        cmd = expand(cfg.build_command, {"project": str(project), "elf": str(elf)})
+        run_command(cfg, cmd, "[build] command", cfg.build_timeout_s, "[build] timeout_s")
         if not elf.is_file():
             raise PlatformError(f"{cfg.path}: [build] command succeeded but wrote no ELF at {{elf}} ({elf})")
         return elf
