@@ -16,6 +16,7 @@ platform's own value of each limit the file leaves out, then explicit overrides.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -196,6 +197,42 @@ def user_config_text(user_file: Path | str, fallbacks: Mapping[str, int | str] =
         out += [f"#undef {name}", f"#define {name} {value}"]
     out += ["#endif", ""]
     return "\n".join(out)
+
+
+_ERROR_LINE = re.compile(r"error: (?:#error )?(.*)")
+
+
+def check_config_text(text: str) -> str:
+    """`text` (a build's crt_config.h) if the CRT accepts it: preprocessed on the host with
+    tvm/runtime/crt/config.h, whose sanity checks are the one definition of what is allowed, before any
+    firmware is built. UsageError with the first complaint as one line (`crt_config.h: TVM_CRT_MAX_NDIM must
+    be 1 .. 32`, or the preprocessor's own on a value it cannot read) otherwise."""
+    _check_cached(text)
+    return text
+
+
+@functools.lru_cache(maxsize=64)
+def _check_cached(text: str) -> None:
+    import subprocess
+    import tempfile
+
+    from utvm.errors import UsageError
+
+    with tempfile.TemporaryDirectory(prefix="utvm-crt-config-") as tmp:
+        (Path(tmp) / "crt_config.h").write_text(text)
+        try:
+            proc = subprocess.run(["gcc", "-E", "-P", "-I", tmp, "-I", str(cc.crt_dir() / "include"), "-x", "c",
+                                   "-"], input="#include <tvm/runtime/crt/config.h>\n", capture_output=True, text=True)
+        except OSError:  # no host compiler: the firmware build checks the same and says so
+            return
+    if proc.returncode == 0:
+        return
+    found = [m.group(1).strip().strip('"') for m in map(_ERROR_LINE.search, proc.stderr.splitlines()) if m]
+    if found:  # every complaint, in one line
+        raise UsageError(f"the CRT configuration of this build (--crt-config, --crt-config-file, the board "
+                         f"config) is refused: {'; '.join(dict.fromkeys(found))}")
+    raise UsageError("the CRT configuration of this build is refused by the preprocessor: "
+                     + (proc.stderr.strip().splitlines() or ["(no message)"])[0])
 
 
 def main(argv: list[str] | None = None) -> int:

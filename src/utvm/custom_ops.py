@@ -21,7 +21,9 @@ block only, which is what the Python API's `custom_ops=` arguments use.
 
 User Python runs inside the reference interpreter's error contract (docs/custom_ops.md, "Checking"): a twin
 that raises (SystemExit and GeneratorExit included), writes NaN into an integer output, writes an input or
-returns or leaves the wrong thing is an OracleError naming the operator and the twin. Under `time_limit(S)`
+returns or leaves the wrong thing is an OracleError naming the operator and the twin. The import of a file and
+every call run as user code (utvm.support.user_python.guarded): what they print is escaped on stderr, os._exit
+and the like raise instead of ending utvm, and the interpreter state they change is put back. Under `time_limit(S)`
 (what `utvm run --timeout S` sets) every call runs in a forked child process of its own, which is killed,
 with everything it started, when it has not answered within S seconds: a twin that loops, crashes the
 interpreter or calls os._exit is one OracleError, never a hang or the end of utvm. A --custom-op-py file is
@@ -33,6 +35,7 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import importlib.util
+import inspect
 import math
 import os
 import re
@@ -42,9 +45,10 @@ import stat
 import struct
 import sys
 import time
+import types
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, redirect_stdout
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -53,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from utvm.errors import OracleError, UsageError
+from utvm.support import user_python
 
 #: the canonical op name of a user operator
 OP = "custom"
@@ -177,12 +182,27 @@ def _where(func: Any) -> str:
     return name if isinstance(name, str) else type(func).__name__
 
 
+def _not_plain(func: Any) -> str | None:
+    """What `func` is when calling it would not run it (an async function, a generator function), else None."""
+    if inspect.iscoroutinefunction(func):
+        return "an async function (async def)"
+    if inspect.isasyncgenfunction(func):
+        return "an async generator function"
+    if inspect.isgeneratorfunction(func):
+        return "a generator function (it yields)"
+    return None
+
+
 def register(name: str, func: PyFunc, *, where: str | None = None) -> None:
     """Bind operator `name` to the numpy implementation `func(inputs, outputs, options)`; `where` says in
     messages where it comes from (default: the function's qualified name)."""
     _check_name(name, "custom op")
     if not callable(func):
         raise UsageError(f"custom op {name}: {type(func).__name__} object is not callable")
+    kind = _not_plain(func)
+    if kind:
+        raise UsageError(f"custom op {name}: {where or _where(func)} is {kind}; the twin is a plain function "
+                         "(def, not async def, no yield) that fills its outputs and returns None or 0")
     _PY[name] = func
     _PY_WHERE[name] = where or _where(func)
 
@@ -272,9 +292,10 @@ _MODULES: dict[tuple[str, int, int, int], ModuleType] = {}
 
 
 def _load_module(name: str, path: Path) -> ModuleType:
-    """The module of the --custom-op-py file `path` (executed on first use). Whatever its code raises at
-    import, SystemExit included, is an OracleError (the reference interpreter's status: the user's Python
-    failed); Ctrl-C stays Ctrl-C."""
+    """The module of the --custom-op-py file `path` (executed on first use, as user code:
+    `utvm.support.user_python.guarded`). Whatever its code raises at import, SystemExit included, and any exit
+    it attempts (os._exit, ...) is an OracleError (the reference interpreter's status: the user's Python
+    failed); Ctrl-C stays Ctrl-C. What it prints goes to stderr, escaped, each line naming the operator."""
     what = f"--custom-op-py {name}"
     if not path.exists():
         raise OSError(2, f"{what}: {path}: no such file")
@@ -287,13 +308,14 @@ def _load_module(name: str, path: Path) -> ModuleType:
     if mod_spec is None or mod_spec.loader is None:
         raise UsageError(f"{what}: cannot load {path} as a Python module")
     module = importlib.util.module_from_spec(mod_spec)
+    who = f"{name} ({path.name})"
     try:
-        with redirect_stdout(sys.stderr):  # what it prints at import: stdout may be the command's JSON
+        with user_python.guarded(who):  # what it prints at import: stderr, escaped (stdout may be the JSON)
             mod_spec.loader.exec_module(module)
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - the user's module: any failure, SystemExit too, is one line
-        raise OracleError(f"{what}: {path} failed to load: {_describe_exception(exc)}") from None
+        raise OracleError(f"{what}: {path} failed to load: {_describe_exception(exc, who)}") from None
     _MODULES[key] = module
     return module
 
@@ -303,10 +325,22 @@ def parse_py_spec(spec: str) -> str:
     returns the name."""
     name, path, func = split_spec(spec, ".py", "func")
     module = _load_module(name, path)
-    fn = getattr(module, func, None)
-    if not callable(fn):
-        raise UsageError(f"--custom-op-py {name}: {path} defines no function {func!r}")
-    register(name, fn, where=f"{path.name}:{func}")
+    who = f"{name} ({path.name}:{func})"
+    try:
+        with user_python.guarded(who):  # a module's __getattr__, a callable's attributes: the user's code
+            fn = getattr(module, func, None)
+            if not callable(fn):
+                raise UsageError(f"--custom-op-py {name}: {path} defines no function {func!r}")
+            kind = _not_plain(fn)
+            if kind:
+                raise UsageError(f"--custom-op-py {name}: {func!r} of {path} is {kind}; the twin is a plain "
+                                 "function (def, not async def, no yield) that fills its outputs and returns")
+            register(name, fn, where=f"{path.name}:{func}")
+    except (UsageError, KeyboardInterrupt):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the user's code: one line
+        raise OracleError(f"--custom-op-py {name}: looking up {func!r} in {path} "
+                          f"{_describe_exception(exc, who)}") from None
     return name
 
 
@@ -441,11 +475,13 @@ def run_python(name: str, label: str, inputs: Sequence[InputSpec], outputs: Sequ
     fn = _PY.get(name)
     if fn is None:
         raise OracleError(no_python_message(label, name))
-    what = f"{label}: the Python implementation of user operator {name!r} ({_PY_WHERE.get(name) or _where(fn)})"
+    where = _PY_WHERE.get(name) or _where(fn)
+    what = f"{label}: the Python implementation of user operator {name!r} ({where})"
+    who = f"{name} ({where})"
     limit = _TIME_LIMIT.get()
     if limit is None or not hasattr(os, "fork"):
-        return _call(fn, what, inputs, outputs, options)
-    return _call_in_child(fn, what, inputs, outputs, options, limit)
+        return _call(fn, what, who, inputs, outputs, options)
+    return _call_in_child(fn, what, who, inputs, outputs, options, limit)
 
 
 def _safe_text(value: object) -> str:
@@ -459,13 +495,30 @@ def _safe_text(value: object) -> str:
     return text if len(text) <= _MAX_SHOWN_CHARS else text[:_MAX_SHOWN_CHARS - 3] + "..."
 
 
-def _describe_exception(exc: BaseException) -> str:
-    """What the user's code did, for an error line: `raised ValueError: ...`, `called sys.exit(3)`."""
+_NEVER_EXITS = "(a twin returns; it never exits utvm)"
+
+
+def _describe_exception(exc: BaseException, who: str = "user code") -> str:
+    """What the user's code did, for an error line: `raised ValueError: ...`, `called sys.exit(3) at f.py:4`.
+    Its __str__ (and the like) is the user's code too: it runs guarded, and cannot end or break this."""
+    try:
+        with user_python.guarded(who):
+            return _describe(exc)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # noqa: BLE001 - an exception whose description fails in every way
+        return "raised an exception that cannot be described"
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, user_python.UserExit):
+        return f"{_safe_text(exc.description)} {_NEVER_EXITS}"
     if isinstance(exc, SystemExit):
         code = exc.code
         shown = (repr(code) if code is None or (isinstance(code, int) and abs(code) < 10**18)
                  else "a huge integer" if isinstance(code, int) else repr(_safe_text(code)))
-        return f"called sys.exit({shown}) (a twin returns; it never exits utvm)"
+        where = exc.where if isinstance(exc, user_python.UserSystemExit) else ""
+        return f"called sys.exit({shown}){f' at {where}' if where else ''} {_NEVER_EXITS}"
     text = _safe_text(exc)
     if isinstance(exc, RuntimeWarning) and "invalid value encountered in cast" in text:
         return "wrote NaN or an infinity into an integer output (numpy: invalid value encountered in cast)"
@@ -477,9 +530,11 @@ def _describe_exception(exc: BaseException) -> str:
     return f"raised {type(exc).__name__}: {text}{hint}" if text else f"raised {type(exc).__name__}{hint}"
 
 
-def _call(fn: PyFunc, what: str, inputs: Sequence[InputSpec], outputs: Sequence[OutputSpec],
+def _call(fn: PyFunc, what: str, who: str, inputs: Sequence[InputSpec], outputs: Sequence[OutputSpec],
           options: bytes) -> list[np.ndarray]:
-    """run_python in this process."""
+    """run_python in this process: the call, and the checks that touch what it returned, run as user code
+    (`utvm.support.user_python.guarded`: its prints escaped on stderr, its exits refused, the interpreter's
+    state put back)."""
     originals = [np.asarray(a) for a, _scale, _zp in inputs]
     copies = [a.copy() for a in originals]
     for a in copies:
@@ -488,17 +543,23 @@ def _call(fn: PyFunc, what: str, inputs: Sequence[InputSpec], outputs: Sequence[
     given = [CustomTensor(np.zeros(shape, dtype), float(scale), int(zp)) for shape, dtype, scale, zp in outputs]
     outs = list(given)
     try:
-        with warnings.catch_warnings():
+        with user_python.guarded(who), warnings.catch_warnings():
             # numpy casting NaN or an infinity into an integer array writes garbage and warns: here an error
             warnings.filterwarnings("error", message="invalid value encountered in cast", category=RuntimeWarning)
             rc = fn(ins, outs, bytes(options))
+            if isinstance(rc, types.CoroutineType | types.GeneratorType | types.AsyncGeneratorType):
+                kind = type(rc).__name__
+                if not isinstance(rc, types.AsyncGeneratorType):
+                    rc.close()  # so Python does not add "coroutine ... was never awaited" to the one line
+                raise OracleError(f"{what} returned a {kind} (is it async def, or does it yield?); a twin is a "
+                                  "plain function that fills its outputs and returns None or 0")
             return _checked(what, rc, copies, originals, outs, outputs)
     except OracleError:
         raise
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - the user's code: SystemExit and GeneratorExit too
-        raise OracleError(f"{what} {_describe_exception(exc)}") from None
+        raise OracleError(f"{what} {_describe_exception(exc, who)}") from None
 
 
 def _checked(what: str, rc: object, copies: list[np.ndarray], originals: list[np.ndarray], outs: list[Any],
@@ -513,7 +574,7 @@ def _checked(what: str, rc: object, copies: list[np.ndarray], originals: list[np
     for i, (a, b) in enumerate(zip(copies, originals, strict=True)):
         if a.tobytes() != b.tobytes():
             raise OracleError(f"{what} wrote its input {i}; the inputs are read only")
-    if len(outs) != len(outputs) or not all(isinstance(t, CustomTensor) for t in outs):
+    if len(outs) != len(outputs) or not all(type(t) is CustomTensor for t in outs):
         raise OracleError(f"{what} changed the list of its {len(outputs)} output(s); fill each output's data in "
                           "place")
     results = []
@@ -537,7 +598,7 @@ def _flush_std_streams() -> None:
             pass
 
 
-def _call_in_child(fn: PyFunc, what: str, inputs: Sequence[InputSpec], outputs: Sequence[OutputSpec],
+def _call_in_child(fn: PyFunc, what: str, who: str, inputs: Sequence[InputSpec], outputs: Sequence[OutputSpec],
                    options: bytes, limit: float) -> list[np.ndarray]:
     """run_python in a forked child process of its own process group, killed (the group) unless it answers
     within `limit` seconds; the outputs come back over a pipe as raw bytes (nothing is unpickled)."""
@@ -554,7 +615,7 @@ def _call_in_child(fn: PyFunc, what: str, inputs: Sequence[InputSpec], outputs: 
         os.close(w)
         raise OracleError(f"{what}: cannot start a process to run it in: {exc.strerror or exc}") from None
     if pid == 0:  # the child: never returns
-        _child_main(r, w, parent, fn, what, inputs, outputs, options)
+        _child_main(r, w, parent, fn, what, who, inputs, outputs, options)
     os.close(w)
     reaped = [False]
     try:
@@ -574,7 +635,7 @@ def _call_in_child(fn: PyFunc, what: str, inputs: Sequence[InputSpec], outputs: 
     return results
 
 
-def _child_main(r: int, w: int, parent: int, fn: PyFunc, what: str, inputs: Sequence[InputSpec],
+def _child_main(r: int, w: int, parent: int, fn: PyFunc, what: str, who: str, inputs: Sequence[InputSpec],
                 outputs: Sequence[OutputSpec], options: bytes) -> None:
     code = 0
     try:
@@ -593,11 +654,11 @@ def _child_main(r: int, w: int, parent: int, fn: PyFunc, what: str, inputs: Sequ
         except OSError:
             pass
         try:
-            results = _call(fn, what, inputs, outputs, options)
+            results = _call(fn, what, who, inputs, outputs, options)
             body = b"".join(a.tobytes() for a in results)
             message = _HEADER.pack(b"K", len(body)) + body
         except BaseException as exc:  # noqa: BLE001 - an OracleError, or a KeyboardInterrupt the twin raised
-            text = str(exc) if isinstance(exc, OracleError) else f"{what} {_describe_exception(exc)}"
+            text = str(exc) if isinstance(exc, OracleError) else f"{what} {_describe_exception(exc, who)}"
             data = text.encode("utf-8", "backslashreplace")[:_MAX_MESSAGE_BYTES]
             message = _HEADER.pack(b"E", len(data)) + data
         _flush_std_streams()
@@ -607,7 +668,7 @@ def _child_main(r: int, w: int, parent: int, fn: PyFunc, what: str, inputs: Sequ
     except BaseException:  # noqa: BLE001 - nothing may return into the parent's stack
         code = 70
     finally:
-        os._exit(code)
+        user_python.REAL_EXIT(code)
 
 
 def _die_with(parent: int) -> None:

@@ -143,15 +143,23 @@ def firmware_sources(compiled: Any) -> list[Path]:
 _CRT_DEFAULT_ARGS = 16
 _CRT_DEFAULT_NDARRAYS = 16
 _CRT_DEFAULT_PACKET = 2048
+_CRT_DEFAULT_NDIM = 6
+#: The time evaluator's most repeats in every evaluation firmware (`utvm run --repeat` is bounded by it):
+#: 8 bytes of RAM each.
+EVAL_MAX_REPEAT = 64
 
 
 def firmware_crt_config(compiled: Any) -> dict[str, int]:
     """crt_config.h values the model's run needs beyond the defaults: one call argument and one RPC array
     per input and output (a model with 40 outputs must still run), with room to spare for the time
-    evaluator and a few more arrays."""
+    evaluator and a few more arrays; the rank of its highest-rank input or output (a rank-7 tensor must
+    still travel); EVAL_MAX_REPEAT time evaluator repeats on every platform."""
     tensors = [*compiled.interface.inputs, *compiled.interface.outputs]
     nio = len(tensors)
-    out: dict[str, int] = {}
+    out: dict[str, int] = {"TVM_CRT_MAX_TIME_EVALUATOR_REPEAT": EVAL_MAX_REPEAT}
+    rank = max((len(t.shape) for t in tensors), default=0)
+    if rank > _CRT_DEFAULT_NDIM:
+        out["TVM_CRT_MAX_NDIM"] = rank
     if nio + 4 > _CRT_DEFAULT_ARGS:
         out["TVM_CRT_MAX_ARGS"] = nio + 4
     if nio + 8 > _CRT_DEFAULT_NDARRAYS:

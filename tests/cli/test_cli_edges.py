@@ -473,3 +473,98 @@ def test_text_the_terminal_encoding_cannot_carry_is_escaped(tmp_path: Path) -> N
                           env={**os.environ, "PYTHONIOENCODING": "ascii"})
     assert proc.returncode == 0, proc.stderr
     assert "%sortie_\\xe9: float32[1, 4]" in proc.stdout
+
+
+# --- outputs: never one of the command's inputs, never a path that names a directory --------------------
+@pytest.mark.parametrize("how", ["same", "dot-slash", "hard-link"])
+def test_an_output_that_is_the_input_is_refused_and_the_input_kept(how: str, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture) -> None:
+    model = tmp_path / "m.tflite"
+    shutil.copyfile(HELLO, model)
+    before = model.read_bytes()
+    out = {"same": str(model), "dot-slash": str(model.parent / "." / model.name),
+           "hard-link": str(tmp_path / "link.tflite")}[how]
+    if how == "hard-link":
+        os.link(model, out)
+    assert main(["compile", str(model), "-o", out, "-q"]) == EXIT_USAGE
+    assert "is the input" in one_line_error(capsys.readouterr().err, "compile")
+    assert main(["run", str(model), "--profile-plot", out, "-q", "--repeat", "1"]) == EXIT_USAGE
+    assert "is the input" in one_line_error(capsys.readouterr().err, "run")
+    assert model.read_bytes() == before
+
+
+def test_an_output_that_is_a_user_file_of_the_command_is_refused(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture) -> None:
+    """Not only the model: any file the command reads (here an --extra-source of build-device, an MLF given
+    with --model) is never replaced by its output."""
+    src = tmp_path / "user.c"
+    src.write_text("int user_value(void);\nint user_value(void) { return 1; }\n")
+    assert main(["build-device", "--extra-source", str(src), "-o", str(src)]) == EXIT_USAGE
+    assert "is the input" in one_line_error(capsys.readouterr().err, "build-device")
+    mlf = tmp_path / "m.tar"
+    assert main(["compile", str(HELLO), "-o", str(mlf), "-q"]) == 0
+    capsys.readouterr()
+    before = mlf.read_bytes()
+    assert main(["build-device", "--model", f"x={mlf}", "-o", str(mlf)]) == EXIT_USAGE
+    assert "is the input" in one_line_error(capsys.readouterr().err, "build-device")
+    assert mlf.read_bytes() == before and src.read_text().startswith("int user_value")
+
+
+def test_an_output_path_ending_in_a_separator_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    keep = tmp_path / "keep.txt"
+    keep.write_text("mine\n")
+    for out in (f"{keep}/", f"{tmp_path / 'newdir'}/"):
+        assert main(["compile", str(HELLO), "-o", out, "-q"]) == EXIT_USAGE
+        assert "names a directory" in one_line_error(capsys.readouterr().err, "compile")
+    assert keep.read_text() == "mine\n" and not (tmp_path / "newdir").exists()
+
+
+def test_a_newline_in_a_source_path_does_not_split_the_build_error_line(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture) -> None:
+    from utvm.cli import EXIT_BUILD
+
+    d = tmp_path / "bad\x1b[2J\nname"
+    d.mkdir()
+    src = d / "f\n.c"
+    src.write_text("int x = ;\n")
+    assert main(["build-device", "--extra-source", str(src), "-o", str(tmp_path / "fw")]) == EXIT_BUILD
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first.startswith("utvm build-device: error: ") and "bad\\x1b[2J\\nname/f\\n.c" in first, first
+
+
+# --- limits of the evaluation firmware: said before the build, or lifted to what the model needs ------------
+def test_run_repeat_is_bounded_by_the_evaluation_firmware(capsys: pytest.CaptureFixture) -> None:
+    from utvm.evaluate import EVAL_MAX_REPEAT
+
+    assert main(["run", str(HELLO), "--repeat", str(EVAL_MAX_REPEAT + 1)]) == EXIT_USAGE
+    assert f"is over {EVAL_MAX_REPEAT}" in one_line_error(capsys.readouterr().err, "run")
+
+
+@pytest.mark.parametrize("setting, says", [
+    ("TVM_CRT_MAX_NDIM=0", "TVM_CRT_MAX_NDIM must be 1 .. 32"),
+    ("TVM_CRT_MAX_NDIM=99999999999999999999", "TVM_CRT_MAX_NDIM"),
+    ("TVM_CRT_WORKSPACE_SIZE_BYTES=0", "TVM_CRT_WORKSPACE_SIZE_BYTES must be >="),
+    ("TVM_CRT_MAX_PACKET_SIZE_BYTES=1", "TVM_CRT_MAX_PACKET_SIZE_BYTES must be >= 128"),
+])
+def test_a_crt_setting_the_crt_refuses_is_a_usage_error_before_the_build(setting: str, says: str,
+                                                                         capsys: pytest.CaptureFixture) -> None:
+    """The CRT's config.h sanity checks are the one definition of what is allowed: they are run on the
+    build's crt_config.h before any firmware is built, and their complaint is the one line."""
+    assert main(["run", str(HELLO), "--crt-config", setting, "-q", "--repeat", "1"]) == EXIT_USAGE
+    assert says in one_line_error(capsys.readouterr().err, "run")
+
+
+@pytest.mark.parametrize("rank", [7, 9])
+def test_an_input_of_rank_above_the_crt_default_runs(rank: int, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """TVM_CRT_MAX_NDIM is 6 by default: the evaluation firmware of a model with a rank-7 input raises it."""
+    model = tmp_path / f"r{rank}.tflite"
+    model.write_bytes(one_op_model(shape=(1,) * (rank - 2) + (2, 3)))
+    for flags in ([], ["--unpacked-api", "--interface-api", "c"]):
+        assert main(["run", str(model), "--check", "-q", "--repeat", "1", *flags]) == 0, capsys.readouterr().err
+
+
+def test_no_command_is_a_usage_error_with_its_line(capsys: pytest.CaptureFixture) -> None:
+    assert main([]) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert "COMMAND" in captured.out  # the usage, as --help prints it
+    assert captured.err == "utvm: error: no command given (see utvm --help)\n"

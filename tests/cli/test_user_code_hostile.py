@@ -5,9 +5,12 @@ traceback, a hang, a silent "last one wins" or a user file in place of a generat
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import tarfile
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from utvm import custom_ops, mlf
-from utvm.cli import EXIT_BUILD, EXIT_IO, EXIT_ORACLE, EXIT_USAGE, main
+from utvm.cli import EXIT_BUILD, EXIT_ERROR, EXIT_IO, EXIT_ORACLE, EXIT_USAGE, main
 from utvm.errors import OracleError, UsageError
 from utvm.frontend import load
 from utvm.ir import run_reference
@@ -103,8 +106,37 @@ def loops(inputs, outputs, options):
 def hard_exit(inputs, outputs, options):
     os._exit(4)
 
+def swallows_exit(inputs, outputs, options):
+    try:
+        os._exit(1)
+    except BaseException:
+        pass
+    outputs[0].data[...] = inputs[0].data
+
+def aborts(inputs, outputs, options):
+    os.abort()
+
+def kills_itself(inputs, outputs, options):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+def raises_signal(inputs, outputs, options):
+    signal.raise_signal(signal.SIGTERM)
+
+def execs(inputs, outputs, options):
+    os.execv(sys.executable, [sys.executable, "-c", "raise SystemExit(86)"])
+
+async def _coroutine():
+    pass
+
+class ReturnsCoroutine:
+    def __call__(self, inputs, outputs, options):
+        return _coroutine()
+
+returns_coroutine = ReturnsCoroutine()
+
 def segfault(inputs, outputs, options):
-    os.kill(os.getpid(), signal.SIGSEGV)
+    import ctypes
+    ctypes.string_at(0)
 
 def prints(inputs, outputs, options):
     print("twin output")
@@ -128,11 +160,18 @@ FAILURES = {
     "not_an_array": "left output 0 as a list, not a numpy array",
     "clears_outputs": "changed the list of its 1 output(s)",
     "raises_unprintable": "raised Unprintable: <Unprintable that cannot be printed>",
+    # what would end utvm's process is refused while the twin runs, naming the call and where it was made
+    "hard_exit": "called os._exit(4) at twins.py:",
+    "swallows_exit": "called os._exit(1) at twins.py:",  # caught by the twin: still its failure
+    "aborts": "called os.abort() at twins.py:",
+    "kills_itself": ", SIGKILL) at twins.py:",
+    "raises_signal": "called signal.raise_signal(SIGTERM) at twins.py:",
+    "execs": "called os.execv() at twins.py:",
+    "returns_coroutine": "returned a coroutine",
 }
 #: only in a child process (under --timeout): what cannot be caught in the calling process
 CHILD_ONLY = {
     "loops": "did not return within 1 s (--timeout); it was stopped",
-    "hard_exit": "ended without returning (its process exited with status 4",
     "segfault": "ended without returning (its process was killed by SIGSEGV)",
 }
 
@@ -180,7 +219,7 @@ def _run_check(files: dict[str, Path], twin: str, *extra: str) -> int:
 
 # --- a twin inside the reference interpreter's error contract ------------------------------------------------
 
-@pytest.mark.parametrize("twin", ["raises", "exits", "returns_array", "loops"])
+@pytest.mark.parametrize("twin", ["raises", "exits", "returns_array", "loops", "hard_exit", "returns_coroutine"])
 def test_a_failing_twin_is_one_line_exit_9_through_the_cli(twin: str, files: dict[str, Path],
                                                            capsys: pytest.CaptureFixture) -> None:
     capsys.readouterr()
@@ -244,6 +283,260 @@ def test_an_import_error_of_the_twin_s_file_is_one_line(files: dict[str, Path], 
     latin1.write_bytes(b'x = "caf\xe9"\n')  # not UTF-8: a SyntaxError when imported
     assert _run_check({**files, "twins": latin1}, "f") == EXIT_ORACLE
     assert "failed to load: raised SyntaxError" in _one_line(capsys)
+
+
+# --- user code cannot end, hold or break utvm's process (through the real command line) ----------------------
+
+HANG_GUARD_S = 300  # not a speed requirement: only so a regression cannot hang CI for ever
+CONTROL = {"Cc", "Cf", "Zl", "Zp"}
+
+
+def _utvm(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`python -m utvm ARGV` in a process of its own (what only a real process shows: an exit, a hang)."""
+    return subprocess.run([sys.executable, "-m", "utvm", *argv], capture_output=True, text=True, cwd=cwd,
+                          stdin=subprocess.DEVNULL, timeout=HANG_GUARD_S)
+
+
+def _twin_file(path: Path, extra: str) -> Path:
+    """clamp_scale.py's twin (so a check passes) with `extra` module code after it."""
+    path.write_text(PY_FILE.read_text() + "\n" + extra)
+    return path
+
+
+def _check_argv(files: dict[str, Path], twin_file: Path, func: str = "clamp_scale") -> list[str]:
+    return ["run", str(files["mlf"]), "--check", "-q", "--seed", "1", "--repeat", "1",
+            "--custom-op-py", f"ClampScale={twin_file}:{func}"]
+
+
+def _inert(text: str) -> bool:
+    """No character a terminal would act on, apart from the line breaks."""
+    return not any(unicodedata.category(ch) in CONTROL for ch in text.replace("\n", ""))
+
+
+@pytest.mark.parametrize("command", ["run", "info"])
+def test_a_thread_the_twin_s_module_starts_does_not_keep_utvm_running(command: str, files: dict[str, Path],
+                                                                     tmp_path: Path) -> None:
+    twin = _twin_file(tmp_path / "threads.py", "import threading\n"
+                      "threading.Thread(target=threading.Event().wait, name='user-forever').start()\n")
+    argv = (_check_argv(files, twin) if command == "run" else
+            ["info", str(files["model"]), "--custom-op", C_OP, "--custom-op-py", f"ClampScale={twin}:clamp_scale"])
+    proc = _utvm(*argv, cwd=tmp_path)  # (before the fix: the check's OK, then no end)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "" and ("check against utvm reference semantics: OK" in proc.stdout
+                                  if command == "run" else "custom      1" in proc.stdout)
+
+
+@pytest.mark.parametrize("code, call", [
+    ("import os\nos._exit(0)\n", "called os._exit(0) at {name}:4"),
+    ("import os\nos._exit(3)\n", "called os._exit(3) at {name}:4"),  # 3: the status of a mismatch
+    ("import sys\nsys.exit(0)\n", "called sys.exit(0) at {name}:4"),
+    ("import os\nos.abort()\n", "called os.abort() at {name}:4"),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n", "SIGTERM) at {name}:4"),
+    ("import os, signal\nos.killpg(os.getpgrp(), signal.SIGKILL)\n", "SIGKILL) at {name}:4"),
+    ("import os\ntry:\n    os._exit(0)\nexcept BaseException:\n    pass\n", "called os._exit(0) at {name}:5"),
+])
+def test_an_exit_at_import_is_one_line_exit_9(code: str, call: str, files: dict[str, Path], tmp_path: Path) -> None:
+    twin = tmp_path / "exits_at_import.py"
+    twin.write_text("def f(inputs, outputs, options):\n    pass\n" + code)
+    proc = _utvm(*_check_argv(files, twin, "f"), cwd=tmp_path)
+    assert proc.returncode == EXIT_ORACLE, (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith(f"utvm run: error: --custom-op-py ClampScale: {twin} failed to load: ")
+    assert call.format(name=twin.name) in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("timeout", [[], ["--timeout", "30"]], ids=["in-process", "child-process"])
+def test_an_exit_inside_the_twin_is_one_line_exit_9(timeout: list[str], files: dict[str, Path],
+                                                    tmp_path: Path) -> None:
+    twin = _twin_file(tmp_path / "exits.py", "import os\ndef exits(inputs, outputs, options):\n    os._exit(3)\n")
+    argv = _check_argv(files, twin, "exits") + timeout
+    if not timeout:  # the calls in utvm's own process: through the Python API
+        script = (f"import sys\nfrom utvm import custom_ops\nfrom utvm.cli import main\n"
+                  f"with custom_ops.time_limit(None):\n    sys.exit(main({argv!r}))\n")
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                              stdin=subprocess.DEVNULL, timeout=HANG_GUARD_S)
+    else:
+        proc = _utvm(*argv, cwd=tmp_path)
+    lines = len(twin.read_text().splitlines())  # (the os._exit line is the last)
+    assert proc.returncode == EXIT_ORACLE, (proc.returncode, proc.stderr)
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert f"(exits.py:exits) called os._exit(3) at exits.py:{lines} (a twin returns" in proc.stderr, proc.stderr
+
+
+def test_what_user_code_prints_is_escaped_on_stderr_and_its_hooks_never_run(files: dict[str, Path],
+                                                                                   tmp_path: Path) -> None:
+    twin = _twin_file(tmp_path / "loud.py", r"""
+import atexit, sys, threading
+print("\x1b]0;pwned\x07\x1b[2J at import")
+sys.stderr.write("to stderr\r\x1b[31mred")
+atexit.register(lambda: print("\x1b[31mEXIT HANDLER RAN\x07"))
+sys.addaudithook(lambda event, args: print("\x1b[31mAUDIT HOOK RAN\x07"))
+def fails():
+    raise ValueError("in a thread\n\x1b[2J")
+thread = threading.Thread(target=fails, name="worker")
+thread.start()
+thread.join()
+def loud(inputs, outputs, options):
+    print("\x1b]0;pwned\x07 twin\nsecond line")
+    sys.stderr.write("\x1b[2J\n")
+    return clamp_scale(inputs, outputs, options)
+""")
+    proc = _utvm(*_check_argv(files, twin, "loud"), "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["bit_exact"] is True  # stdout stays the command's JSON
+    assert _inert(proc.stderr) and "RAN" not in proc.stdout + proc.stderr, proc.stderr
+    line_of = {text: i for i, line in enumerate(twin.read_text().splitlines(), 1)
+               for text in ("atexit.register", "sys.addaudithook") if line.startswith(text)}
+    lines = proc.stderr.splitlines()
+    assert lines == [
+        r"utvm run: ClampScale (loud.py) says: \x1b]0;pwned\x07\x1b[2J at import",
+        r"utvm run: warning: ClampScale (loud.py): atexit.register(<lambda>) at "
+        f"loud.py:{line_of['atexit.register']} is refused (utvm runs no exit handler of user code)",
+        "utvm run: warning: ClampScale (loud.py): sys.addaudithook() at "
+        f"loud.py:{line_of['sys.addaudithook']} is refused (a hook can never be removed: it would run inside "
+        "utvm for the rest of the process)",
+        r"utvm run: warning: ClampScale (loud.py): its thread 'worker' raised ValueError: in a thread\n\x1b[2J",
+        r"utvm run: ClampScale (loud.py) says: to stderr\r\x1b[31mred",
+        r"utvm run: ClampScale (loud.py:loud) says: \x1b]0;pwned\x07 twin",
+        r"utvm run: ClampScale (loud.py:loud) says: second line",
+        r"utvm run: ClampScale (loud.py:loud) says: \x1b[2J",
+    ], proc.stderr
+
+
+def test_a_process_the_twin_s_module_forks_never_runs_utvm(files: dict[str, Path], tmp_path: Path) -> None:
+    twin = _twin_file(tmp_path / "forks.py", "import os\nif os.fork() == 0:\n    print('the fork')\n")
+    proc = _utvm(*_check_argv(files, twin), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("check against utvm reference semantics: OK") == 1, proc.stdout
+
+
+# --- user code cannot change the interpreter under utvm (in this process) ------------------------------------
+
+STATE_CHANGES = r"""
+import builtins, gc, io, os, signal, sys, warnings
+import numpy as np
+def _depth():
+    frame, n = sys._getframe(), 0
+    while frame is not None:
+        frame, n = frame.f_back, n + 1
+    return n
+sys.setrecursionlimit(_depth() + 30)  # (30 when run from a shell: utvm then fails in RecursionError)
+sys.set_int_max_str_digits(640)
+sys.excepthook = lambda *args: None
+sys.stdout, sys.stderr, sys.stdin = io.StringIO(), io.StringIO(), io.StringIO()
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, lambda *args: None)
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+signal.setitimer(signal.ITIMER_REAL, 3600)
+np.seterr(all="raise")
+np.set_printoptions(precision=1)
+warnings.simplefilter("ignore")
+os.chdir("/")
+os.umask(0o777)
+os.environ["PATH"] = "/nowhere"
+os.environ["UTVM_HOSTILE"] = "1"
+builtins.print = lambda *args, **kw: None
+gc.disable()
+gc.callbacks.append(lambda *args: None)
+os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+def changes(inputs, outputs, options):
+    sys.setrecursionlimit(_depth() + 40)
+    os.chdir("/")
+    np.seterr(all="ignore")
+    return clamp_scale(inputs, outputs, options)
+"""
+
+
+def _interpreter_state() -> dict[str, object]:
+    import builtins
+    import gc
+    import signal
+    import warnings
+
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return {"recursion": sys.getrecursionlimit(), "digits": sys.get_int_max_str_digits(),
+            "excepthook": sys.excepthook, "stdio": (sys.stdout, sys.stderr, sys.stdin),
+            "sigint": signal.getsignal(signal.SIGINT), "sigterm": signal.getsignal(signal.SIGTERM),
+            "mask": signal.pthread_sigmask(signal.SIG_BLOCK, []), "timer": signal.getitimer(signal.ITIMER_REAL),
+            "numpy": (np.geterr(), np.get_printoptions()), "warnings": list(warnings.filters), "cwd": os.getcwd(),
+            "umask": umask, "environ": dict(os.environ), "print": builtins.print,
+            "gc": (gc.isenabled(), list(gc.callbacks)), "fd 2": os.fstat(2)[:3]}
+
+
+@pytest.mark.parametrize("timeout", ["1000", None], ids=["child-process", "in-process"])
+def test_user_code_leaves_the_interpreter_as_it_found_it(timeout: str | None, files: dict[str, Path],
+                                                         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    twin = _twin_file(tmp_path / "changes.py", STATE_CHANGES)
+    before = _interpreter_state()
+    argv = _check_argv(files, twin, "changes") + (["--timeout", timeout] if timeout else [])
+    if timeout:
+        status = main(argv)
+    else:
+        with custom_ops.time_limit(None):
+            status = main(argv)
+    out = capsys.readouterr()
+    assert status == 0, out.err  # (before the fix: a RecursionError traceback)
+    assert "check against utvm reference semantics: OK" in out.out and out.err == ""
+    after = _interpreter_state()
+    timer, timer_before = after.pop("timer"), before.pop("timer")  # (counting down: not the twin's hour)
+    assert after == before and timer[1] == timer_before[1] and timer[0] <= timer_before[0]
+
+
+def test_an_unexpected_exception_is_one_line_internal_error(monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture) -> None:
+    import utvm.cli
+
+    def broken() -> None:
+        raise RuntimeError("boom\n\x1b[2J")
+
+    monkeypatch.setattr(utvm.cli, "build_parser", broken)
+    monkeypatch.delenv("UTVM_TRACEBACK", raising=False)
+    assert main(["info", str(HELLO)]) == EXIT_ERROR
+    line = _one_line(capsys)
+    assert line.startswith(r"utvm info: internal error: RuntimeError: boom\n\x1b[2J (a bug of utvm's: please "
+                           "report it"), line
+    monkeypatch.setenv("UTVM_TRACEBACK", "1")
+    with pytest.raises(RuntimeError, match="boom"):
+        main(["info", str(HELLO)])
+
+    def refuses() -> None:  # a utvm error raised before the command's own handler: its status, as always
+        raise UsageError("bad\x1b[2J")
+
+    monkeypatch.setattr(utvm.cli, "build_parser", refuses)
+    assert main(["info", str(HELLO)]) == EXIT_USAGE
+    assert _one_line(capsys) == r"utvm info: error: bad\x1b[2J"
+
+
+# --- twins that are no plain functions -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("code, kind", [
+    ("async def f(inputs, outputs, options):\n    pass\n", "an async function (async def)"),
+    ("async def f(inputs, outputs, options):\n    yield\n", "an async generator function"),
+    ("def f(inputs, outputs, options):\n    yield\n", "a generator function (it yields)"),
+])
+def test_an_async_or_generator_twin_is_refused_when_bound(code: str, kind: str, files: dict[str, Path],
+                                                          tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    twin = tmp_path / "not_plain.py"
+    twin.write_text(code)
+    assert _run_check({**files, "twins": twin}, "f") == EXIT_USAGE
+    assert f"--custom-op-py ClampScale: 'f' of {twin} is {kind}; the twin is a plain function" in _one_line(capsys)
+    with pytest.raises(UsageError, match="is an async function"):
+        custom_ops.register("ClampScale", _async_twin)
+
+
+async def _async_twin(inputs: list, outputs: list, options: bytes) -> None:
+    pass
+
+
+def test_a_coroutine_returned_in_process_is_closed(files: dict[str, Path], recwarn: pytest.WarningsRecorder) -> None:
+    import gc
+
+    custom_ops.apply_args([], [f"ClampScale={files['twins']}:returns_coroutine"])
+    with pytest.raises(OracleError, match="returned a coroutine"):
+        run_reference(load(files["model"]), {"x": X})
+    gc.collect()
+    assert not [w for w in recwarn if "never awaited" in str(w.message)]
 
 
 # --- what the user gives on the command line -----------------------------------------------------------------

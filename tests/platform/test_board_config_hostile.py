@@ -256,7 +256,9 @@ BAD_VALUES = [
     ("board", "name", json.dumps("x" * 65), "must be 1 to 64 letters"),
     ("board", "name", json.dumps("b\x1b[2J"), "must be 1 to 64 letters"),
     ("board", "baud", str(2**31), "at most 2147483647"),
-    ("build", "memory_bytes", str(2**32), "at most 4294967295"),
+    ("build", "memory_bytes", str(2**32), "at most 536870912 (the Cortex-M SRAM region)"),
+    ("build", "memory_bytes", str(2**29 + 1), "at most 536870912"),
+    ("build", "workspace_bytes", str(2**32 - 1), "at most 536870912"),
     ("board", "clock_hz", "9" * 100, "an integer of 100 digits"),
     ("board", "baud", "9" * 5000, "an integer has too many digits"),
     ("flash", "timeout_s", "1e308", "at most 1e+06 seconds"),
@@ -529,7 +531,7 @@ def test_board_files_never_replace_utvms_platform_hooks(name: str, tmp_path: Pat
     source = "bsp/" + (name if name.endswith(".c") else "uart.c")
     p = _files_board(tmp_path, sources=json.dumps([source]))
     if name.endswith(".c"):
-        with pytest.raises(PlatformError, match=f"a board file is already named '{name}'"):
+        with pytest.raises(UsageError, match=f"'{name}' is the name of one of utvm's own firmware files"):
             SerialBoardPlatform(p).firmware_spec()
     else:  # a header beside a source is copied only when utvm has none of that name
         files = SerialBoardPlatform(p).firmware_spec().board_files

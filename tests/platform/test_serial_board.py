@@ -280,8 +280,30 @@ def test_a_board_file_may_not_shadow_utvms(tmp_path: Path) -> None:
     (tmp_path / "timer.c").write_text("/* the board's own SysTick */\n")
     cfg = write_board_toml(tmp_path)
     cfg.write_text(cfg.read_text().replace("sources = [", f"sources = [{toml_str(tmp_path / 'timer.c')}, "))
-    with pytest.raises(PlatformError, match=r"\[build\] sources\[0\]: a board file is already named 'timer.c'"):
+    # refused when the config is read (a usage error), not when the firmware is built
+    with pytest.raises(UsageError, match=r"\[build\] sources\[0\]: 'timer.c' is the name of one of utvm's own "
+                                         r"firmware files"):
         SerialBoardPlatform(cfg).firmware_spec()
+
+
+def test_two_board_files_of_one_name_are_refused_when_the_config_is_read(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "drv.c").write_text("/* one */\n")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "drv.c").write_text("/* two */\n")
+    cfg = write_board_toml(tmp_path)
+    cfg.write_text(cfg.read_text().replace(
+        "sources = [", f"sources = [{toml_str(tmp_path / 'a' / 'drv.c')}, {toml_str(tmp_path / 'b' / 'drv.c')}, "))
+    with pytest.raises(UsageError, match=r"\[build\] sources\[1\]: 'drv.c' has the name of sources\[0\]"):
+        load_board_config(cfg)
+
+
+@pytest.mark.parametrize("flag", ["-MF/tmp/victim.txt", "-MD", "-o", "-save-temps", "-fdump-tree-all"])
+def test_a_cflag_that_writes_files_is_refused(tmp_path: Path, flag: str) -> None:
+    cfg = write_board_toml(tmp_path)
+    cfg.write_text(cfg.read_text().replace("[build]", f"[build]\ncflags = [{toml_str(flag)}]", 1))
+    with pytest.raises(UsageError, match=r"\[build\] cflags\[0\]: .* makes the compiler write a file"):
+        load_board_config(cfg)
 
 
 # --- flashing -------------------------------------------------------------------------------------------------

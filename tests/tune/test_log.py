@@ -16,7 +16,7 @@ from utvm.tune.log import Record, TuningLogError
 def rec(task: str = "conv2d:0123456789abcdef", cost: float | None = 100.0, error: str | None = None,
         target: str = "cortex-m4", default: bool = False, **schedule: object) -> Record:
     return Record(task, target, dict(schedule or {"px_block": 1}), cost, "instructions", error, "0.1.0",
-                  {"op": "conv2d", "inputs": [{"shape": [1, 4], "dtype": "int8"}], "outputs": []}, "t",
+                  {"op": task.partition(":")[0], "inputs": [{"shape": [1, 4], "dtype": "int8"}], "outputs": []}, "t",
                   default, "qemu-cortex-m4")
 
 

@@ -35,8 +35,8 @@ ESCAPES = ("\x1b", "\x07", "\r", "\u202e", "\u2028", "\x9b")
 def rec(cost: float | None = 100.0, error: str | None = None, default: bool = False, task: str = TASK,
         target: str = "host", code: int | None = None, unit: str = "seconds", **schedule: Any) -> Record:
     return Record(task, target, dict(schedule or {"px_block": 1}), cost, unit, error, "0.1.0",
-                  {"op": "dense", "inputs": [{"shape": [1, 4], "dtype": "int8"}], "outputs": []}, "t", default,
-                  "host", code)
+                  {"op": task.partition(":")[0], "inputs": [{"shape": [1, 4], "dtype": "int8"}], "outputs": []}, "t",
+                  default, "host", code)
 
 
 def line(**changes: Any) -> bytes:
@@ -329,7 +329,7 @@ def test_a_measurement_the_reader_would_refuse_is_logged_as_an_error(tmp_path: P
 def test_the_summary_escapes_everything_from_the_log(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     evil = "\x1b[2J\x1b]0;title\x07\r\u202eforged row\u2028\x9b31m"
     log = tmp_path / "log.jsonl"
-    wl = {"op": f"dense{evil}", "inputs": [{"shape": [1, 4], "dtype": "i8\x1b[2J\u202e"}], "attrs": {"strides": evil}}
+    wl = {"op": "dense", "inputs": [{"shape": [1, 4], "dtype": "i8\x1b[2J\u202e"}], "attrs": {"strides": evil}}
     tlog.append(log, [dataclasses.replace(rec(1.0, default=True), workload=wl, platform=evil),
                       dataclasses.replace(rec(0.5, algo=evil), workload=wl, error=None)])
     rc, out, err = cli(capsys, "tune", "--summary", str(log))
@@ -339,6 +339,16 @@ def test_the_summary_escapes_everything_from_the_log(tmp_path: Path, capsys: pyt
     assert "\\x1b[2J" in out
     # A summary built from the API is escaped as well.
     assert_inert(format_summary(tlog.summarize(tlog.read(log), lambda w: str(w["op"]))))
+
+
+def test_a_workload_of_another_operator_than_its_task_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # The summary names a task by its workload: a record may not make a dense task's row read "conv2d".
+    log = tmp_path / "log.jsonl"
+    forged = {"op": "conv2d", "inputs": [{"shape": [1, 49, 10, 64], "dtype": "int8"}], "outputs": []}
+    log.write_bytes(line(default=True) + b"\n" + line(cost=0.5, workload=forged) + b"\n")
+    rc, out, err = cli(capsys, "tune", "--summary", str(log))
+    assert rc == EXIT_OK and len(err) == 1 and "'workload.op' 'conv2d' is not the operator of task" in err[0]
+    assert "conv2d" not in out
 
 
 def test_a_refused_line_is_reported_escaped(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

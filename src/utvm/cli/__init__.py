@@ -14,6 +14,11 @@ byte at fault>`, and an exit status that tells its kind (documented in docs/cli.
     4  the model or archive is bad      9  the reference interpreter failed
   130  interrupted (Ctrl-C): the device process is killed at once, by its PID
 
+Any other exception is a bug of utvm's: one line `utvm <command>: internal error: <type>: <message> (...)`, status
+1 (UTVM_TRACEBACK=1 lets it through, with its traceback). Once a user's Python (--custom-op-py) has run, the
+process ends with os._exit as soon as its status is decided (threads the user's code started, or its exit
+handlers, can neither hold the process open nor change the status).
+
 Text that did not come from utvm (a tensor or op name, a path, a line of a user's file) is escaped in every
 error line (utvm.support.text.shown), so it can neither split the line nor drive the terminal.
 
@@ -127,25 +132,87 @@ def main(argv: list[str] | None = None) -> int:
     is then the command's, which makes SIGINT raise KeyboardInterrupt from here on (unless the process was
     started with SIGINT ignored, as a background job is) and ignores it once the status is decided, so that
     neither the interpreter's shutdown nor a second Ctrl-C while the line is printed turns into a traceback
-    or a death by signal; stdout and stderr then escape what their encoding cannot write. A list (tests,
-    scripts) leaves the process's signal handling and streams as they are."""
+    or a death by signal; stdout and stderr then escape what their encoding cannot write. When a user's
+    Python has run (--custom-op-py), the process then ends here, with os._exit (`_end_process`): never
+    returning. A list (tests, scripts) leaves the process's signal handling and streams as they are, and
+    returns."""
     console = argv is None
+    words = sys.argv[1:] if argv is None else list(argv)
     try:
         if console:
             _own_sigint()
             _tolerant_streams()
-        return _main(sys.argv[1:] if argv is None else list(argv))
+        status = _main(words)
     except KeyboardInterrupt:  # while the command line is parsed, modules are imported or the work runs
         if console:
             _ignore_sigint()  # the status is decided: the line is printed whole
         # Whatever was running has been stopped on the way out (a session's close kills its device process
         # at once when an exception is passing): nothing is waited for.
-        command = _command_of(sys.argv[1:] if argv is None else list(argv))
+        command = _command_of(words)
         print(f"utvm {command}: interrupted" if command else "utvm: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        status = EXIT_INTERRUPTED
+    except Exception as exc:  # a bug of utvm's: one line too (an escaped one), unless asked for the traceback
+        import os
+
+        from utvm.errors import UtvmError
+
+        if isinstance(exc, UtvmError | OSError):  # one raised before the command's own handler (_main)
+            status = _error(_command_of(words), exc)
+        elif os.environ.get("UTVM_TRACEBACK") == "1":
+            raise
+        else:
+            status = _internal_error(_command_of(words), exc)
     finally:
         if console:
             _ignore_sigint()
+    if console:
+        _end_process(status)
+    return status
+
+
+def _error(command: str | None, exc: BaseException) -> int:
+    """Print the error line of `exc` (and a build error's output); its status."""
+    line, output = _error_text(exc)
+    print(f"utvm {command}: error: {line}" if command else f"utvm: error: {line}", file=sys.stderr)
+    if output:
+        print(output, file=sys.stderr)
+    return exit_status(exc)
+
+
+def _internal_error(command: str | None, exc: Exception) -> int:
+    """Print the one line of an exception utvm did not expect (a bug): `utvm <command>: internal error: <type>:
+    <message> (...)`, escaped; status 1. Never raising (the message may be anything)."""
+    head = f"utvm {command}" if command else "utvm"
+    try:
+        from utvm.support.text import shown
+
+        text = str(exc)
+        what = shown(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+    except Exception:  # noqa: BLE001 - even its message fails
+        what = "an exception that cannot be printed"
+    try:
+        print(f"{head}: internal error: {what} (a bug of utvm's: please report it with the command line; "
+              "UTVM_TRACEBACK=1 shows the traceback)", file=sys.stderr)
+    except Exception:  # noqa: BLE001 - stderr is gone: the status still tells
+        pass
+    return EXIT_ERROR
+
+
+def _end_process(status: int) -> None:
+    """After a user's Python has run (utvm.support.user_python.ran()), end the process now: flush stdout and
+    stderr, then os._exit(status). A thread the user's code started (a non-daemon one would keep the
+    interpreter's shutdown waiting for ever) or an exit handler of its own can neither hold the process nor
+    change its status. Otherwise the interpreter ends as usual."""
+    user_python = sys.modules.get("utvm.support.user_python")
+    if user_python is None or not user_python.ran():
+        return
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:  # noqa: BLE001 - a closed stream, a broken pipe: nothing more can be said
+            pass
+    user_python.REAL_EXIT(status)
 
 
 def _own_sigint() -> None:
@@ -183,9 +250,10 @@ def _main(argv: list[str]) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help (0) or a bad argument (2, already printed as one line)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    if not getattr(args, "func", None):
+    if not getattr(args, "func", None):  # the usage to stdout, as --help; the error as every error
         parser.print_help()
-        return 2
+        print("utvm: error: no command given (see utvm --help)", file=sys.stderr)
+        return EXIT_USAGE
     from utvm.platform.serial_board.config import use_board_config
 
     board_config = getattr(args, "board_config", None)
@@ -200,17 +268,17 @@ def _main(argv: list[str]) -> int:
         # An import quirk read as TFLM reads it, a deprecation: one line naming the command, not a traceback.
         print(f"utvm {args.command}: warning: {_one_line(Exception(str(message)))}", file=sys.stderr)
 
+    from utvm.support import user_python
+
     saved = warnings.showwarning
     warnings.showwarning = one_line_warning  # type: ignore[assignment]
+    program = user_python.set_program(f"utvm {args.command}")  # names the command in user code's lines
     try:
         return int(args.func(args) or 0)
     except (UtvmError, OSError) as exc:  # OSError: a path the user gave that cannot be read or written
-        line, output = _error_text(exc)
-        print(f"utvm {args.command}: error: {line}", file=sys.stderr)
-        if output:
-            print(output, file=sys.stderr)
-        return exit_status(exc)
+        return _error(args.command, exc)
     finally:
+        user_python.set_program(program)
         warnings.showwarning = saved
 
 

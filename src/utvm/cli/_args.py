@@ -67,6 +67,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def repeat_count(text: str) -> int:
+    """`utvm run --repeat`: 1 .. the time evaluator's limit in every evaluation firmware."""
+    from utvm.evaluate import EVAL_MAX_REPEAT
+
+    value = positive_int(text)
+    if value > EVAL_MAX_REPEAT:
+        raise argparse.ArgumentTypeError(f"{value} is over {EVAL_MAX_REPEAT}, the evaluation firmware's "
+                                         "TVM_CRT_MAX_TIME_EVALUATOR_REPEAT")
+    return value
+
+
 def positive_seconds(text: str) -> float:
     """A finite number of seconds > 0."""
     try:
@@ -368,3 +379,28 @@ def add_crt_config_options(p: argparse.ArgumentParser) -> None:
                    help="build the CRT with this crt_config.h (utvm's, or an upstream microTVM one: docs/crt.md; "
                         "every built-in platform); the platform's values fill what it leaves out, --crt-config "
                         "overrides it")
+
+
+def input_paths(args: argparse.Namespace) -> list[str]:
+    """Every file the command reads, as given on its command line (the model(s), a tuning log, user C and
+    Python, extra sources, a crt_config.h, a board config, input arrays): an output must be none of them."""
+    out: list[str] = []
+
+    def add(value: object) -> None:
+        if isinstance(value, str | os.PathLike) and os.fspath(value):
+            out.append(os.fspath(value))
+
+    for name in ("model", "tuning_log", "crt_config_file", "board_config"):
+        add(getattr(args, name, None))
+    models = getattr(args, "model", None)
+    for given in models if isinstance(models, list) else []:  # build-device --model [NAME=]MODEL
+        add(given)
+        add(str(given).partition("=")[2])
+    for value in getattr(args, "extra_source", None) or []:
+        add(value)
+    for name in ("custom_op", "custom_op_py"):
+        for spec in getattr(args, name, None) or []:
+            add(str(spec).partition("=")[2].rpartition(":")[0])  # NAME=FILE:symbol
+    for item in getattr(args, "input", None) or []:
+        add(str(item).partition("=")[2])  # NAME=FILE.npy
+    return out

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     bind_custom_ops(args)  # before the --model files are compiled
     given = Path(args.output)
     if not (given.is_dir() and not given.is_symlink()):
-        check_output_file(given, "-o")  # before the build, not after it
+        check_output_file(given, "-o", A.input_paths(args))  # before the build, not after it
     platform = get_platform(args.platform)
     kwargs: dict[str, object] = {}
     if args.sanitize:

@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     from utvm.support.files import check_output_file
 
     model = Path(args.model)
-    out = check_output_file(args.output if args.output is not None else model.stem + ".tar", "-o")
+    out = check_output_file(args.output if args.output is not None else model.stem + ".tar", "-o", A.input_paths(args))
     say = progress_printer(args.quiet)
 
     compiled = compile_from_args(args, model, say)

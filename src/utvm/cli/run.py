@@ -70,8 +70,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="the reference interpreter of --check (implies it; default: tflm for a TFLite model "
                         "compiled with --rounding double, litert for single, onnxruntime for ONNX)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    p.add_argument("--repeat", type=A.positive_int, default=5,
-                   help="time evaluator repeats for the latency (at least 1; default 5)")
+    p.add_argument("--repeat", type=A.repeat_count, default=5,
+                   help="time evaluator repeats for the latency (1 to 64, the evaluation firmware's "
+                        "TVM_CRT_MAX_TIME_EVALUATOR_REPEAT; default 5)")
     p.add_argument("--timeout", type=A.positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="S",
                    help=f"seconds a call on the device, or of a --custom-op-py twin, may take (default "
                         f"{DEFAULT_TIMEOUT_S:g})")
@@ -134,7 +135,7 @@ def _run(args: argparse.Namespace) -> int:
 
     say = progress_printer(args.quiet)
     if args.profile_plot:
-        check_output_file(args.profile_plot, "--profile-plot")  # before the work, not after it
+        check_output_file(args.profile_plot, "--profile-plot", A.input_paths(args))  # before the work, not after it
 
     if args.crt_config_file is not None and not Path(args.crt_config_file).is_file():
         raise UsageError(f"--crt-config-file {args.crt_config_file}: no such file")

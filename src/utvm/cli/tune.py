@@ -94,7 +94,7 @@ def _tune(args: argparse.Namespace) -> int:
     from utvm.tune.driver import format_duration, format_summary, tune
     from utvm.tune.strategy import check_strategy
 
-    out = check_output_file(args.output, "-o")
+    out = check_output_file(args.output, "-o", A.input_paths(args))
     model = Path(args.model)
     if not model.is_file():
         raise UsageError(f"{model}: no such model file" if not model.exists() else f"{model}: not a model file")

@@ -10,6 +10,8 @@
    model input or output live in the caller's buffer, all others in the workspace pool.
 5. `memory.place` assigns pool offsets; scratch buffers of kernels are live for their step only, persistent
    state blocks (`KernelCode.persistent_bytes`) for every step and across runs (`memory.persistent`).
+   A user operator's scratch area holds each of its outputs between guard bytes (kernels/custom.py); an output
+   class that lives in the workspace is placed in its slot there, the area then living as long as it does.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from utvm import custom_ops
 from utvm.compiler import memory
 from utvm.compiler.kernels import (
     C_TYPES,
@@ -33,6 +36,7 @@ from utvm.compiler.kernels import (
     has_space,
     is_alias_op,
 )
+from utvm.compiler.kernels import custom as custom_kernel
 from utvm.compiler.schedule import Schedule
 from utvm.errors import CompileError
 from utvm.ir.graph import Graph, Node
@@ -366,7 +370,23 @@ def _plan(graph: Graph, funcs: list[OperatorFunc], cls: _Classes, algorithm: str
         if not t.is_constant and cls.find(name) in members:
             if name not in members[cls.find(name)]:
                 members[cls.find(name)].append(name)
-    roots = [r for r in members if r not in cls.external]
+    # User operators (kernels/custom.py): an output class in the workspace, written first by the operator, is
+    # placed in the output's slot of the operator's scratch area (between its guard bands), which then lives
+    # until the class's last use. The kernel writes every other output through the slot and copies it out.
+    in_slot: dict[str, tuple[int, int]] = {}  # root -> (step, offset of its data in that step's scratch)
+    scratch_end: dict[int, int] = {}
+    for s, f in enumerate(funcs):
+        if f.node.op != custom_ops.OP or f.code.scratch_bytes <= 0:
+            continue
+        slots, _size = custom_kernel.output_slots([nbytes[t] for t in f.outputs])
+        for t, off in zip(f.outputs, slots, strict=True):
+            r = cls.find(t)
+            if (r in cls.external or r in in_slot or start.get(r) != s or r not in members
+                    or max(nbytes[m] for m in members[r]) != nbytes[t]):
+                continue
+            in_slot[r] = (s, off)
+            scratch_end[s] = max(scratch_end.get(s, s), end[r])
+    roots = [r for r in members if r not in cls.external and r not in in_slot]
     items: list[memory.Interval] = []
     root_of_id: dict[int, str] = {}
     for k, r in enumerate(roots):
@@ -376,11 +396,13 @@ def _plan(graph: Graph, funcs: list[OperatorFunc], cls: _Classes, algorithm: str
         items.append(memory.Interval(k, size, start[r], end[r]))
         root_of_id[k] = r
     scratch_ids: dict[int, str] = {}
+    scratch_step: dict[int, int] = {}
     for s, f in enumerate(funcs):
         if f.code.scratch_bytes > 0:
             k = len(items)
-            items.append(memory.Interval(k, f.code.scratch_bytes, s, s))
+            items.append(memory.Interval(k, f.code.scratch_bytes, s, scratch_end.get(s, s)))
             scratch_ids[k] = f.name
+            scratch_step[k] = s
     persistent_ids: dict[int, str] = {}
     for f in funcs:
         if f.code.persistent_bytes > 0:
@@ -402,9 +424,17 @@ def _plan(graph: Graph, funcs: list[OperatorFunc], cls: _Classes, algorithm: str
                 locations[t] = ("workspace", placement.offsets[it.id])
             buffers.append(PlannedBuffer(it.id, tuple(members[r]), it.size, it.start, it.end,
                                          placement.offsets[it.id]))
+        elif it.id in scratch_ids:
+            held = [r for r, (s, _off) in in_slot.items() if s == scratch_step[it.id]]
+            for r in held:
+                for t in members[r]:
+                    locations[t] = ("workspace", placement.offsets[it.id] + in_slot[r][1])
+            held_tensors = tuple(t for r in held for t in members[r])
+            buffers.append(PlannedBuffer(it.id, (f"scratch:{scratch_ids[it.id]}", *held_tensors), it.size, it.start,
+                                         it.end, placement.offsets[it.id]))
         else:
-            what = f"scratch:{scratch_ids[it.id]}" if it.id in scratch_ids else f"persistent:{persistent_ids[it.id]}"
-            buffers.append(PlannedBuffer(it.id, (what,), it.size, it.start, it.end, placement.offsets[it.id]))
+            buffers.append(PlannedBuffer(it.id, (f"persistent:{persistent_ids[it.id]}",), it.size, it.start, it.end,
+                                         placement.offsets[it.id]))
     for r, ext in cls.external.items():
         for t in members.get(r, [r]):
             locations[t] = ext

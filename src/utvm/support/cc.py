@@ -69,9 +69,12 @@ def run(cmd: Sequence[str], cwd: Path | None = None, what: str = "build") -> str
     """Run a build command; raise BuildError with its output if it fails."""
     proc = subprocess.run(list(map(str, cmd)), cwd=cwd, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise BuildError(
-            f"{what} failed (exit {proc.returncode}): {' '.join(map(str, cmd))}\n{proc.stdout}{proc.stderr}".rstrip()
-        )
+        from utvm.support.text import shown
+
+        # The first line is the error line: paths in `what` and the command are the user's and may hold a
+        # newline, so they are escaped here; the compiler's output follows, line by line.
+        head = shown(f"{what} failed (exit {proc.returncode}): {' '.join(map(str, cmd))}")
+        raise BuildError(f"{head}\n{proc.stdout}{proc.stderr}".rstrip())
     return proc.stdout
 
 

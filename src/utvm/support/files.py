@@ -20,7 +20,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from utvm.errors import UsageError
@@ -62,11 +62,30 @@ def _existing(path: str | os.PathLike[str] | None, option: str) -> tuple[Path, o
         raise UsageError(f"{option} {p}: cannot be examined ({exc.strerror or exc})") from exc
 
 
-def check_output_file(path: str | os.PathLike[str] | None, option: str = "-o") -> Path:
-    """`path` as a Path if it may be written as a regular file (see the module docstring)."""
+def _same_file(a: os.stat_result, b: Path) -> bool:
+    try:
+        other = b.stat()
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (other.st_dev, other.st_ino)
+
+
+def check_output_file(path: str | os.PathLike[str] | None, option: str = "-o",
+                      inputs: Iterable[str | os.PathLike[str] | None] = ()) -> Path:
+    """`path` as a Path if it may be written as a regular file (see the module docstring). A path that ends
+    in a separator names a directory, and a path that is one of the command's `inputs` (the same file, by
+    any name: a hard link, `./`) would destroy what the command reads: both are refused."""
     p, st = _existing(path, option)
+    text = os.fspath(path) if path is not None else ""
+    if text.endswith(("/", os.sep)):
+        raise UsageError(f"{option} {text}: ends in {text[-1]!r}, which names a directory; give a file name")
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise UsageError(f"{option} {p}: is {_kind(st.st_mode)}, not a regular file; refusing to replace it")
+    if st is not None:
+        for given in inputs:
+            if given is not None and os.fspath(given) and _same_file(st, Path(given)):
+                raise UsageError(f"{option} {p}: is the input {given}; refusing to overwrite what the command "
+                                 "reads (give another output path)")
     return p
 
 

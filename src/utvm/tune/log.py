@@ -213,8 +213,11 @@ def _record(d: Any) -> Record:
     default = d.get("default", False)
     if not isinstance(default, bool):
         raise _Refusal(f"'default' must be true or false, got {_brief(default)}")
+    workload = _workload(d.get("workload"))
+    if workload and workload.get("op") != task.partition(":")[0]:  # a row names the operator of its task
+        raise _Refusal(f"'workload.op' {_brief(workload.get('op'))} is not the operator of task {_brief(task)}")
     return Record(task, target, schedule, None if cost is None else float(cost), unit, error, version,
-                  _workload(d.get("workload")), _text(d, "time"), default, _text(d, "platform"), _code(d.get("code")))
+                  workload, _text(d, "time"), default, _text(d, "platform"), _code(d.get("code")))
 
 
 def _json_type(value: Any) -> str:

@@ -1,9 +1,10 @@
 """C for the user operator `custom` (utvm.ops.custom, docs/custom_ops.md).
 
 The kernel body is the same in every convention: it describes the node's tensors as an array of
-`UtvmCustomTensor` (<tvm/runtime/crt/utvm_custom_op.h>; inputs, then outputs, contiguous) and returns
-`<func>_user(tensors, num_inputs, tensors + num_inputs, num_outputs)`. How `<func>_user` reaches the user's
-function depends on the convention, so the code generator asks `call_source` for it, once per file:
+`UtvmCustomTensor` (<tvm/runtime/crt/utvm_custom_op.h>; inputs, then outputs, contiguous) and calls
+`<func>_user(tensors, num_inputs, tensors + num_inputs, num_outputs)` inside the memory guard (below). How
+`<func>_user` reaches the user's function depends on the convention, so the code generator asks
+`call_source` for it (and for the guard's `<prefix>_custom_violation`), once per file:
 
 - unpacked API (and the C interface): a direct call of the user's `symbol` with the node's option bytes;
 - packed API: through the function environment, as TVM's generated code calls an extern packed function:
@@ -13,6 +14,17 @@ function depends on the convention, so the code generator asks `call_source` for
   a small function registry in the same file holding one packed wrapper per user operator (the CRT's
   TVMBackendGetFuncFromEnv looks in the calling module first, then the global registry, so firmware may
   also register its own packed function of that name globally instead: not when the module has it).
+
+The memory guard (docs/custom_ops.md, "The memory guard"), on in every build: the user's function never gets
+an output's own buffer but a slot of the operator's scratch area (`output_slots`), between two bands of
+GUARD_BYTES bytes the body fills with a known pattern before the call; the body also takes a checksum
+(FNV-1a's step over 32-bit words) of every non-constant input. After a call that returned 0 it checks both
+bands of every output and every checksum: a difference returns UTVM_CUSTOM_OP_ERROR_GUARD (in the packed
+convention with a message naming the operator and what it wrote). Then it copies each slot to its output,
+unless the output *is* the slot: lowering (lower._plan) places every output that lives in the workspace inside
+its slot, so the model's own run copies nothing; a model output (the application's buffer) and the arrays a
+debug or profiling run passes are written through the slot and copied. The decision is a pointer comparison at
+run time, so the body is correct whatever memory it is given.
 """
 
 from __future__ import annotations
@@ -20,12 +32,77 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from utvm import custom_ops
+from utvm.compiler import memory
 from utvm.compiler.kernels import DL_TYPES, KernelCode, KernelContext, c_literal, define_helper, register
 from utvm.errors import CompileError
 from utvm.ir.graph import Node
 
 HEADER = "tvm/runtime/crt/utvm_custom_op.h"
 define_helper("custom_op_h", f"#include <{HEADER}>", "")
+
+#: bytes of guard before and after every output of a user operator: a multiple of the plan's alignment, so
+#: each output keeps a 16-byte aligned address
+GUARD_BYTES = 16
+assert GUARD_BYTES % memory.ALIGNMENT == 0 and GUARD_BYTES % 4 == 0
+
+# The guard bands: GUARD_BYTES of a pattern whose bytes differ from their neighbours (a constant fill is always
+# seen), written and compared a word at a time (memcpy: any alignment, one load or store where the CPU allows).
+# The inputs' checksum: FNV-1a's step over 32-bit words, then the bytes left: each step is a bijection of the
+# state, so any change within one word (any single byte) always changes the sum.
+define_helper("custom_guard", f"""\
+static inline uint32_t tvm_guard_word(uint32_t i) {{
+  return 0xA5C3F00DU ^ (i * 0x9E3779B1U);
+}}
+static inline void tvm_guard_fill(uint8_t* band) {{
+  uint32_t i;
+  for (i = 0U; i < {GUARD_BYTES // 4}U; ++i) {{
+    const uint32_t w = tvm_guard_word(i);
+    (void)memcpy(band + (4U * i), &w, 4U);
+  }}
+}}
+static inline int32_t tvm_guard_intact(const uint8_t* band) {{
+  uint32_t i;
+  uint32_t diff = 0U;
+  for (i = 0U; i < {GUARD_BYTES // 4}U; ++i) {{
+    uint32_t w;
+    (void)memcpy(&w, band + (4U * i), 4U);
+    diff |= w ^ tvm_guard_word(i);
+  }}
+  return (diff == 0U) ? 1 : 0;
+}}""", "tvm_guard_fill", deps=("string",))
+define_helper("custom_guard_sum", """\
+static inline uint32_t tvm_guard_sum(const void* data, uint32_t n) {
+  const uint8_t* p = (const uint8_t*)data;
+  uint32_t h = 2166136261U;
+  uint32_t i = 0U;
+  for (; (i + 4U) <= n; i += 4U) {
+    uint32_t w;
+    (void)memcpy(&w, p + i, 4U);
+    h = (h ^ w) * 16777619U;
+  }
+  for (; i < n; ++i) {
+    h = (h ^ (uint32_t)p[i]) * 16777619U;
+  }
+  return h;
+}""", "tvm_guard_sum", deps=("string",))
+
+
+def output_slots(nbytes: Sequence[int]) -> tuple[tuple[int, ...], int]:
+    """The scratch area of a user operator whose outputs have `nbytes` bytes: (offset of each output's data in
+    it, its size). Output k has GUARD_BYTES before and after it; every offset is aligned. The kernel and the
+    memory plan (which places workspace outputs in their slot) both read the layout here."""
+    offsets: list[int] = []
+    pos = 0
+    for n in nbytes:
+        offsets.append(pos + GUARD_BYTES)
+        pos += memory.align(int(n) + 2 * GUARD_BYTES)
+    return tuple(offsets), pos
+
+
+def violation_function(prefix: str) -> str:
+    """The C function (call_source defines it) a user operator's body returns through when the guard finds a
+    violation."""
+    return f"{prefix}_custom_violation"
 
 _SIGNATURE = ("(const UtvmCustomTensor* inputs, int32_t num_inputs, UtvmCustomTensor* outputs, "
               "int32_t num_outputs, const uint8_t* options, int32_t options_size)")
@@ -48,8 +125,19 @@ def custom(ctx: KernelContext) -> KernelCode:
     if n_in + n_out > custom_ops.MAX_TENSORS:
         raise ctx.error(f"user operator {p.name!r} has {n_in + n_out} tensors; at most {custom_ops.MAX_TENSORS} "
                         "(inputs + outputs)")
+    g = GUARD_BYTES
+    out_bytes = [ctx.out_tensor(k).nbytes for k in range(n_out)]
+    slots, scratch_bytes = output_slots(out_bytes)
+    # the inputs computed at run time (a constant is a static const array: not checked)
+    checked = [i for i in range(n_in) if not ctx.graph.tensor(ctx.node.inputs[i]).is_constant]
+    in_bytes = {i: ctx.graph.tensor(ctx.node.inputs[i]).nbytes for i in checked}
+    ctx.helper("custom_guard")
     lines = [f"UtvmCustomTensor t[{n_in + n_out}];"]
-    exprs = [f"(void*){ctx.inputs[i]}" for i in range(n_in)] + [f"(void*){o}" for o in ctx.outputs]
+    if checked:
+        sum_fn = ctx.helper("custom_guard_sum")
+        lines.append(f"uint32_t sum[{len(checked)}];")
+    lines.append("int32_t rc;")
+    exprs = [f"(void*){ctx.inputs[i]}" for i in range(n_in)] + [f"(void*)({_at(s)})" for s in slots]
     for k, (spec, expr) in enumerate(zip((*p.inputs, *p.outputs), exprs, strict=True)):
         code, bits = DL_TYPES[spec.dtype]
         shape = ctx.table("int64_t", list(spec.shape) or [1], f"shape{k}")
@@ -57,8 +145,38 @@ def custom(ctx: KernelContext) -> KernelCode:
                   f"t[{k}].ndim = {len(spec.shape)};", f"t[{k}].shape = {shape};",
                   f"t[{k}].scale = {c_literal(spec.scale, 'float32')};",
                   f"t[{k}].zero_point = {c_literal(spec.zero_point, 'int32')};"]
-    lines.append(f"return {ctx.func_name}_user(t, {n_in}, t + {n_in}, {n_out});")
-    return KernelCode("\n".join(lines))
+    lines.append(f"/* the memory guard (docs/custom_ops.md): {g} bytes of pattern before and after each output's "
+                 "slot, a checksum of each input computed at run time */")
+    for s, n in zip(slots, out_bytes, strict=True):
+        lines += [f"tvm_guard_fill({_at(s - g)});", f"tvm_guard_fill({_at(s + n)});"]
+    for j, i in enumerate(checked):
+        lines.append(f"sum[{j}] = {sum_fn}({ctx.inputs[i]}, {in_bytes[i]}U);")
+    lines += [f"rc = {ctx.func_name}_user(t, {n_in}, t + {n_in}, {n_out});",
+              "if (rc != 0) {", "  return rc;", "}"]
+    name = _c_string(p.name)
+    report = violation_function(ctx.file.prefix)
+    for k, (s, n) in enumerate(zip(slots, out_bytes, strict=True)):
+        lines += [f"if (tvm_guard_intact({_at(s - g)}) == 0) {{", f"  return {report}({name}, {k}, -1);", "}",
+                  f"if (tvm_guard_intact({_at(s + n)}) == 0) {{", f"  return {report}({name}, {k}, 1);", "}"]
+    for j, i in enumerate(checked):
+        lines += [f"if ({sum_fn}({ctx.inputs[i]}, {in_bytes[i]}U) != sum[{j}]) {{",
+                  f"  return {report}({name}, {i}, 0);", "}"]
+    for k, (s, n) in enumerate(zip(slots, out_bytes, strict=True)):
+        if n > 0:  # an output the plan placed in its slot is the slot: nothing to copy
+            lines += [f"if ((const void*){ctx.outputs[k]} != (const void*)({_at(s)})) {{",
+                      f"  (void)memcpy({ctx.outputs[k]}, {_at(s)}, {n}U);", "}"]
+    lines.append("return 0;")
+    return KernelCode("\n".join(lines), scratch_bytes=scratch_bytes)
+
+
+def _at(offset: int) -> str:
+    """The C address `offset` bytes into the operator's scratch area."""
+    return f"scratch + {offset}" if offset else "scratch"
+
+
+def _c_string(name: str) -> str:
+    """An operator name (custom_ops._NAME: letters, digits and `_.-/`) as a C string literal."""
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _bytes_init(data: bytes) -> str:
@@ -181,6 +299,33 @@ static int32_t {fname}_user{user_sig} {{
   v[i].v_handle = (void*)&call;
   c[i] = (int)kTVMOpaqueHandle;
   return (int32_t)TVMFuncCall(fn, v, c, (int)(i + 1), &rv, &rc);
+}}
+""")
+    report = violation_function(prefix)
+    doc = ("/* A user operator that returned 0 broke the memory contract (docs/custom_ops.md, \"The memory\n"
+           f" * guard\"): it wrote into the {GUARD_BYTES} guard bytes before (where < 0) or after (where > 0) its\n"
+           " * output `index`, or into its input `index` (where == 0). */")
+    if packed:
+        out.append(f"""\
+{doc}
+static int32_t {report}(const char* name, int32_t index, int32_t where) {{
+  if (where == 0) {{
+    TVMAPISetLastErrorf("'%s' wrote into its input %d", name, (int)index);
+  }} else {{
+    TVMAPISetLastErrorf("'%s' wrote outside its output %d (the %d bytes %s it)", name, (int)index, {GUARD_BYTES},
+                        (where < 0) ? "before" : "after");
+  }}
+  return (int32_t)UTVM_CUSTOM_OP_ERROR_GUARD;
+}}
+""")
+    else:
+        out.append(f"""\
+{doc}
+static int32_t {report}(const char* name, int32_t index, int32_t where) {{
+  (void)name;
+  (void)index;
+  (void)where;
+  return (int32_t)UTVM_CUSTOM_OP_ERROR_GUARD;
 }}
 """)
     return "\n".join(out).rstrip() + "\n"

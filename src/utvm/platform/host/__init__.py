@@ -43,6 +43,13 @@ _DEFINE = re.compile(r"^#define\s+(TVM_CRT_[A-Z0-9_]+)\s+(\S+)\s*$", re.MULTILIN
 
 
 def render_crt_config(overrides: Mapping[str, int | str] | None = None, user_file: Path | str | None = None) -> str:
+    """The crt_config.h of a host build (_render_crt_config), checked against the CRT's limits first."""
+    from utvm.crt_config import check_config_text
+
+    return check_config_text(_render_crt_config(overrides, user_file))
+
+
+def _render_crt_config(overrides: Mapping[str, int | str] | None = None, user_file: Path | str | None = None) -> str:
     """The crt_config.h of a host build: the CRT's host/crt_config.h with `overrides` applied.
 
     Unknown TVM_CRT_* names are added (the CRT gives each a default in config.h, and sizes such as

@@ -100,7 +100,14 @@ def crt_config_text(overrides: Mapping[str, int | str]) -> str:
 
 
 def spec_crt_config_text(spec: FirmwareSpec) -> str:
-    """The crt_config.h of `spec`: the template with overrides, or the user's file (crt_config_file)."""
+    """The crt_config.h of `spec` (the template with overrides, or the user's file: crt_config_file), checked
+    against the CRT's limits before any firmware is built."""
+    from utvm.crt_config import check_config_text
+
+    return check_config_text(_spec_crt_config_text(spec))
+
+
+def _spec_crt_config_text(spec: FirmwareSpec) -> str:
     if spec.crt_config_file is None:
         return crt_config_text(spec.crt_config)
     from utvm import crt_config as user_config

@@ -42,6 +42,11 @@ BUILD_PLACEHOLDERS = ("project", "elf")
 
 DEFAULT_MEMORY_BYTES = 64 * 1024
 DEFAULT_WORKSPACE_BYTES = 64 * 1024
+#: The most [build] memory_bytes / workspace_bytes: the Cortex-M SRAM region (0x20000000-0x3fffffff).
+MAX_RAM_BYTES = 512 * 1024 * 1024
+#: [build] cflags that make the compiler write files the firmware's Makefile does not own.
+_CFLAG_WRITES_FILES = ("-o", "-M", "-save-temps", "-fdump", "-dump", "--output", "-aux-info", "-fprofile",
+                       "-ftest-coverage", "--coverage")
 DEFAULT_FLASH_TIMEOUT_S = 300.0
 DEFAULT_HANDSHAKE_TIMEOUT_S = 10.0
 DEFAULT_CALL_TIMEOUT_S = 30.0
@@ -399,6 +404,14 @@ def cortex_m_targets() -> list[str]:
     return [name for name, t in TARGETS.items() if t.is_cortex_m]
 
 
+def _firmware_file_names() -> frozenset[str]:
+    """The names of the files utvm itself puts beside the board files (a board file may not take one)."""
+    from utvm.platform.qemu.project import PLATFORM_DIR
+    from utvm.platform.serial_board.platform import GLUE_FILES, PORTABLE_BOARD_FILES
+
+    return frozenset({*PORTABLE_BOARD_FILES, *GLUE_FILES, *(f.name for f in PLATFORM_DIR.iterdir())})
+
+
 def load_board_config(path: str | os.PathLike[str], *, origin: str = "") -> BoardConfig:
     """Parse and check a board.toml (see the module docstring). `origin` says, in the errors about the file
     itself, where its name came from (" (named by $UTVM_BOARD_CONFIG)")."""
@@ -461,8 +474,26 @@ def load_board_config(path: str | os.PathLike[str], *, origin: str = "") -> Boar
                                               f"shell would interpret: one compiler argument per item, of "
                                               f"{_CFLAG_CHARS} (a macro needing more belongs in a header of "
                                               "include_dirs)")
-    memory_bytes = build.positive_int("memory_bytes", required=False, default=DEFAULT_MEMORY_BYTES)
-    workspace_bytes = build.positive_int("workspace_bytes", required=False, default=DEFAULT_WORKSPACE_BYTES)
+        if flag.startswith(_CFLAG_WRITES_FILES):
+            raise build.error(f"cflags[{i}]", f"{_short(flag)} makes the compiler write a file of its own choosing "
+                                              "(outputs and dependency files are the firmware Makefile's): "
+                                              "not allowed in cflags")
+    names: dict[str, str] = {}
+    ours = _firmware_file_names()
+    for key, p in [("linker_script", linker_script), ("startup", startup),
+                   *((f"sources[{i}]", s) for i, s in enumerate(sources))]:
+        if p is None:
+            continue
+        if p.name in ours:
+            raise build.error(key, f"{p.name!r} is the name of one of utvm's own firmware files (rename it)")
+        if p.name in names:  # the Makefile copies board files by name into one directory
+            raise build.error(key, f"{p.name!r} has the name of {names[p.name]} (board files are copied into one "
+                                   "directory by name: rename one)")
+        names[p.name] = key
+    memory_bytes = build.positive_int("memory_bytes", required=False, default=DEFAULT_MEMORY_BYTES,
+                                      maximum=MAX_RAM_BYTES, why="the Cortex-M SRAM region")
+    workspace_bytes = build.positive_int("workspace_bytes", required=False, default=DEFAULT_WORKSPACE_BYTES,
+                                         maximum=MAX_RAM_BYTES, why="the Cortex-M SRAM region")
     build_timeout_s = build.seconds("timeout_s", DEFAULT_BUILD_TIMEOUT_S)
     build.finish()
 

@@ -11,6 +11,7 @@
 #include <tvm/runtime/crt/crt.h>
 #include <tvm/runtime/crt/func_registry.h>
 #include <tvm/runtime/crt/module.h>
+#include <tvm/runtime/crt/utvm_custom_op.h>
 
 #include "crt_internal.h"
 
@@ -341,7 +342,12 @@ int TVMFuncCall(TVMFunctionHandle func, TVMValue* arg_values, int* type_codes, i
   serial = TVMCrtError_Serial();
   rc = fn.func(arg_values, type_codes, num_args, ret, ret_code, fn.resource_handle);
   if ((rc != 0) && (TVMCrtError_Serial() == serial)) {
-    TVMAPISetLastErrorf("%s failed with code %d and no message", TVMCrtHandle_FunctionName(func), rc);
+    if (rc == UTVM_CUSTOM_OP_ERROR_GUARD) { /* unpacked generated code, which sets no message: name the cause */
+      TVMAPISetLastErrorf("%s: a user operator wrote outside an output or into an input (code %d, "
+                          "UTVM_CUSTOM_OP_ERROR_GUARD)", TVMCrtHandle_FunctionName(func), rc);
+    } else {
+      TVMAPISetLastErrorf("%s failed with code %d and no message", TVMCrtHandle_FunctionName(func), rc);
+    }
   }
   return rc;
 }

@@ -11,7 +11,9 @@
  * output buffers are the model's planned memory (write every element; do not keep the pointers). `options`
  * are the operator's option bytes as the model stores them (a TFLite CUSTOM op's custom_options, a
  * flexbuffer; NULL with options_size 0 when it has none). Return 0 on success; any other value stops the
- * run and is what the model's run function returns.
+ * run and is what the model's run function returns. Write only the outputs' elements and never an input:
+ * the generated code checks guard bytes around every output and a checksum of every non-constant input
+ * after each call (UTVM_CUSTOM_OP_ERROR_GUARD).
  */
 #ifndef TVM_RUNTIME_CRT_UTVM_CUSTOM_OP_H_
 #define TVM_RUNTIME_CRT_UTVM_CUSTOM_OP_H_
@@ -27,6 +29,16 @@ extern "C" {
 
 /*! \brief The most inputs plus outputs one user operator may have. */
 #define UTVM_CUSTOM_OP_MAX_TENSORS 16
+
+/*!
+ * \brief What the generated code returns when a user operator that returned 0 broke the memory contract
+ * (docs/custom_ops.md, "The memory guard"): it wrote into the guard bytes just before or just after one of
+ * its outputs, or into one of its (non-constant) inputs. The model's run stops with this status; in the
+ * packed convention the runtime's last error names the operator and what it wrote. Apart from every
+ * tvm_crt_error_t (in the generated code's category, 0x06xx, beyond the codes error_codes.h defines); a user
+ * operator should not return it itself.
+ */
+#define UTVM_CUSTOM_OP_ERROR_GUARD 0x0610
 
 /*! \brief dtype codes (DLPack's): signed integer, unsigned integer, IEEE float, bool (one byte). */
 #define UTVM_CUSTOM_INT 0U
