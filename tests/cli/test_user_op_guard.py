@@ -98,27 +98,29 @@ def _int8(b: TFLiteBuilder, name: str) -> int:
     return b.tensor(name, [1, 32], "int8", scale=0.5, zero_point=3)
 
 
-def _into_output_model(tmp_path: Path) -> Path:
-    """x -> Guarded -> y -> RELU -> z: RELU runs in place, so y lives in the model's output z (the repro of
-    the hostile test: the user operator writes through its slot, which is copied out)."""
+def _chain_model(tmp_path: Path, name: str, second: str) -> Path:
+    """x -> Guarded -> y -> `second` -> z, with `second` a builtin (RELU) or the user operator Copy."""
     b = TFLiteBuilder()
     x, y, z = _int8(b, "x"), _int8(b, "y"), _int8(b, "z")
     b.custom_op("Guarded", [x], [y])
-    b.op("RELU", [y], [z])
-    path = tmp_path / "into_output.tflite"
+    if second == "Copy":
+        b.custom_op("Copy", [y], [z])
+    else:
+        b.op(second, [y], [z])
+    path = tmp_path / f"{name}.tflite"
     path.write_bytes(b.build([x], [z]))
     return path
+
+
+def _into_output_model(tmp_path: Path) -> Path:
+    """x -> Guarded -> y -> RELU -> z: RELU runs in place, so y lives in the model's output z (the repro of
+    the hostile test: the user operator writes through its slot, which is copied out)."""
+    return _chain_model(tmp_path, "into_output", "RELU")
 
 
 def _workspace_model(tmp_path: Path) -> Path:
     """x -> Guarded -> y -> Copy -> z: y lives in the workspace, in Guarded's guarded slot."""
-    b = TFLiteBuilder()
-    x, y, z = _int8(b, "x"), _int8(b, "y"), _int8(b, "z")
-    b.custom_op("Guarded", [x], [y])
-    b.custom_op("Copy", [y], [z])
-    path = tmp_path / "workspace.tflite"
-    path.write_bytes(b.build([x], [z]))
-    return path
+    return _chain_model(tmp_path, "workspace", "Copy")
 
 
 def _two_model(tmp_path: Path) -> Path:
