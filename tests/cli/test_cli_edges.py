@@ -307,14 +307,18 @@ def test_a_path_to_read_says_what_it_is(command: str, option: str, kind: str, sh
 
 def test_an_unreadable_input_is_said_by_name(capsys: pytest.CaptureFixture) -> None:
     """Root reads every file, so under root the command runs in a child that became `nobody` first. The folder
-    is a fresh world-searchable one under the system's temp dir: only the file itself is unreadable."""
+    is a fresh world-searchable one under the system's temp dir, holding a copy of the model: only the file
+    itself is unreadable."""
     where = Path(tempfile.mkdtemp(prefix="utvm-unreadable-"))
     try:
         where.chmod(0o755)
+        model = where / "m.tflite"  # the checkout may sit in a folder only its owner can search
+        shutil.copyfile(HELLO, model)
+        model.chmod(0o644)
         log = where / "log.jsonl"
         log.write_text("")
         log.chmod(0)
-        argv = ["compile", str(HELLO), "--tuning-log", str(log), "-o", str(where / "o.tar")]
+        argv = ["compile", str(model), "--tuning-log", str(log), "-o", str(where / "o.tar")]
         if os.geteuid() != 0:
             assert main(argv) == EXIT_USAGE
             err = capsys.readouterr().err
