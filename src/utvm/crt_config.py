@@ -19,11 +19,14 @@ from __future__ import annotations
 import functools
 import json
 import re
+import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from utvm.errors import UsageError
 from utvm.support import cc
 from utvm.support.ctext import c_string
 
@@ -202,31 +205,21 @@ def user_config_text(user_file: Path | str, fallbacks: Mapping[str, int | str] =
 _ERROR_LINE = re.compile(r"error: (?:#error )?(.*)")
 
 
+@functools.lru_cache(maxsize=64)  # a text accepted once is not preprocessed again (a refusal is not cached)
 def check_config_text(text: str) -> str:
     """`text` (a build's crt_config.h) if the CRT accepts it: preprocessed on the host with
     tvm/runtime/crt/config.h, whose sanity checks are the one definition of what is allowed, before any
-    firmware is built. UsageError with the first complaint as one line (`crt_config.h: TVM_CRT_MAX_NDIM must
-    be 1 .. 32`, or the preprocessor's own on a value it cannot read) otherwise."""
-    _check_cached(text)
-    return text
-
-
-@functools.lru_cache(maxsize=64)
-def _check_cached(text: str) -> None:
-    import subprocess
-    import tempfile
-
-    from utvm.errors import UsageError
-
+    firmware is built. Otherwise a UsageError of one line: config.h's complaints (`crt_config.h:
+    TVM_CRT_MAX_NDIM must be 1 .. 32`), or the preprocessor's first on a value it cannot read."""
     with tempfile.TemporaryDirectory(prefix="utvm-crt-config-") as tmp:
         (Path(tmp) / "crt_config.h").write_text(text)
         try:
             proc = subprocess.run(["gcc", "-E", "-P", "-I", tmp, "-I", str(cc.crt_dir() / "include"), "-x", "c",
                                    "-"], input="#include <tvm/runtime/crt/config.h>\n", capture_output=True, text=True)
         except OSError:  # no host compiler: the firmware build checks the same and says so
-            return
+            return text
     if proc.returncode == 0:
-        return
+        return text
     found = [m.group(1).strip().strip('"') for m in map(_ERROR_LINE.search, proc.stderr.splitlines()) if m]
     if found:  # every complaint, in one line
         raise UsageError(f"the CRT configuration of this build (--crt-config, --crt-config-file, the board "

@@ -33,13 +33,14 @@ imported once per process (`parse_py_spec` keeps the module of each unchanged fi
 from __future__ import annotations
 
 import contextvars
+import errno
 import hashlib
 import importlib.util
 import inspect
 import math
 import os
 import re
-import select
+import selectors
 import signal
 import stat
 import struct
@@ -118,12 +119,11 @@ class CBinding:
     def text(self) -> str:
         """The C file's text; it must at least mention `symbol(` (a misspelt symbol is one line here, not a
         linker's diagnostics after the build). It goes into the MLF as text: UTF-8 only."""
-        _check_regular(self.source, f"--custom-op {self.name}")
+        size = _check_regular(self.source, f"--custom-op {self.name}").st_size
+        if size > MAX_SOURCE_BYTES:
+            raise UsageError(f"--custom-op {self.name}: {self.source} holds {size:,} bytes (at most "
+                             f"{MAX_SOURCE_BYTES:,}: it goes into the Model Library Format)")
         try:
-            size = self.source.stat().st_size
-            if size > MAX_SOURCE_BYTES:
-                raise UsageError(f"--custom-op {self.name}: {self.source} holds {size:,} bytes (at most "
-                                 f"{MAX_SOURCE_BYTES:,}: it goes into the Model Library Format)")
             data = self.source.read_bytes()
         except OSError as exc:
             raise OSError(exc.errno, f"--custom-op {self.name}: cannot read {self.source}: "
@@ -152,9 +152,8 @@ class CustomTensor:
 PyFunc = Callable[[list[CustomTensor], list[CustomTensor], bytes], Any]
 
 _C: dict[str, CBinding] = {}
-_PY: dict[str, PyFunc] = {}
-#: name -> where its Python implementation comes from, for messages ("twin.py:func", or the function's name)
-_PY_WHERE: dict[str, str] = {}
+#: name -> (its Python implementation, where it comes from for messages: "twin.py:func", or the function's name)
+_PY: dict[str, tuple[PyFunc, str]] = {}
 
 
 def _check_name(name: str, what: str) -> str:
@@ -163,15 +162,18 @@ def _check_name(name: str, what: str) -> str:
     return name
 
 
-def _check_regular(path: Path, what: str) -> None:
-    """OSError (status 8) when `path` does not exist, UsageError when it is not a regular file (a FIFO would
-    block the read, a directory or a device is no source)."""
+def _check_regular(path: Path, what: str) -> os.stat_result:
+    """The stat of `path`: OSError (status 8) when it does not exist or cannot be examined, UsageError when it
+    is not a regular file (a FIFO would block the read, a directory or a device is no source)."""
     try:
         st = path.stat()
+    except FileNotFoundError:
+        raise OSError(errno.ENOENT, f"{what}: {path}: no such file") from None
     except OSError as exc:
         raise OSError(exc.errno, f"{what}: {path}: {exc.strerror or 'cannot be read'}") from exc
     if not stat.S_ISREG(st.st_mode):
         raise UsageError(f"{what}: {path} is not a regular file")
+    return st
 
 
 def _where(func: Any) -> str:
@@ -199,12 +201,17 @@ def register(name: str, func: PyFunc, *, where: str | None = None) -> None:
     _check_name(name, "custom op")
     if not callable(func):
         raise UsageError(f"custom op {name}: {type(func).__name__} object is not callable")
+    where = where or _where(func)
+    _bind_py(name, func, where, f"custom op {name}: {where}")
+
+
+def _bind_py(name: str, func: PyFunc, where: str, what: str) -> None:
+    """Bind the callable `func` (`what`: how a refusal names it), unless calling it would not run it."""
     kind = _not_plain(func)
     if kind:
-        raise UsageError(f"custom op {name}: {where or _where(func)} is {kind}; the twin is a plain function "
-                         "(def, not async def, no yield) that fills its outputs and returns None or 0")
-    _PY[name] = func
-    _PY_WHERE[name] = where or _where(func)
+        raise UsageError(f"{what} is {kind}; the twin is a plain function (def, not async def, no yield) that "
+                         "fills its outputs and returns None or 0")
+    _PY[name] = (func, where)
 
 
 def bind_c(name: str, source: str | Path, symbol: str) -> CBinding:
@@ -215,8 +222,6 @@ def bind_c(name: str, source: str | Path, symbol: str) -> CBinding:
     path = Path(source)
     if path.suffix != ".c":
         raise UsageError(f"--custom-op {name}: {path} is not a .c file")
-    if not path.exists():
-        raise OSError(2, f"--custom-op {name}: {path}: no such file")
     _check_regular(path, f"--custom-op {name}")
     b = CBinding(name, path, symbol)
     _C[name] = b
@@ -227,7 +232,6 @@ def unregister(name: str) -> None:
     """Forget both bindings of `name`."""
     _C.pop(name, None)
     _PY.pop(name, None)
-    _PY_WHERE.pop(name, None)
 
 
 def is_bound(name: str) -> bool:
@@ -239,14 +243,15 @@ def c_binding(name: str) -> CBinding | None:
 
 
 def py_impl(name: str) -> PyFunc | None:
-    return _PY.get(name)
+    bound = _PY.get(name)
+    return bound[0] if bound else None
 
 
 @contextmanager
 def bindings(c: Mapping[str, tuple[str | Path, str]] | None = None,
              py: Mapping[str, PyFunc] | None = None) -> Iterator[None]:
     """Bind `c` (name -> (file.c, symbol)) and `py` (name -> func) for the `with` block, then restore."""
-    saved = dict(_C), dict(_PY), dict(_PY_WHERE), set(_FROM_ARGS)
+    saved_c, saved_py, saved_args = dict(_C), dict(_PY), set(_FROM_ARGS)
     try:
         for name, (src, sym) in (c or {}).items():
             bind_c(name, src, sym)
@@ -255,13 +260,11 @@ def bindings(c: Mapping[str, tuple[str | Path, str]] | None = None,
         yield
     finally:
         _C.clear()
-        _C.update(saved[0])
+        _C.update(saved_c)
         _PY.clear()
-        _PY.update(saved[1])
-        _PY_WHERE.clear()
-        _PY_WHERE.update(saved[2])
+        _PY.update(saved_py)
         _FROM_ARGS.clear()
-        _FROM_ARGS.update(saved[3])
+        _FROM_ARGS.update(saved_args)
 
 
 # --- command-line specs --------------------------------------------------------------------------------------
@@ -292,15 +295,12 @@ _MODULES: dict[tuple[str, int, int, int], ModuleType] = {}
 
 
 def _load_module(name: str, path: Path) -> ModuleType:
-    """The module of the --custom-op-py file `path` (executed on first use, as user code:
-    `utvm.support.user_python.guarded`). Whatever its code raises at import, SystemExit included, and any exit
-    it attempts (os._exit, ...) is an OracleError (the reference interpreter's status: the user's Python
-    failed); Ctrl-C stays Ctrl-C. What it prints goes to stderr, escaped, each line naming the operator."""
+    """The module of the --custom-op-py file `path` (executed on first use, as user code: `_as_user_code`).
+    Whatever its code raises at import, SystemExit included, and any exit it attempts (os._exit, ...) is an
+    OracleError (the reference interpreter's status: the user's Python failed); Ctrl-C stays Ctrl-C. What it
+    prints goes to stderr, escaped, each line naming the operator (stdout may be the command's JSON)."""
     what = f"--custom-op-py {name}"
-    if not path.exists():
-        raise OSError(2, f"{what}: {path}: no such file")
-    _check_regular(path, what)
-    st = path.stat()
+    st = _check_regular(path, what)
     key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
     if key in _MODULES:
         return _MODULES[key]
@@ -308,14 +308,8 @@ def _load_module(name: str, path: Path) -> ModuleType:
     if mod_spec is None or mod_spec.loader is None:
         raise UsageError(f"{what}: cannot load {path} as a Python module")
     module = importlib.util.module_from_spec(mod_spec)
-    who = f"{name} ({path.name})"
-    try:
-        with user_python.guarded(who):  # what it prints at import: stderr, escaped (stdout may be the JSON)
-            mod_spec.loader.exec_module(module)
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:  # noqa: BLE001 - the user's module: any failure, SystemExit too, is one line
-        raise OracleError(f"{what}: {path} failed to load: {_describe_exception(exc, who)}") from None
+    with _as_user_code(f"{name} ({path.name})", f"{what}: {path} failed to load:"):
+        mod_spec.loader.exec_module(module)
     _MODULES[key] = module
     return module
 
@@ -323,38 +317,22 @@ def _load_module(name: str, path: Path) -> ModuleType:
 def parse_py_spec(spec: str) -> str:
     """Load FILE.py (once per process: `_load_module`) and bind `NAME=FILE.py:func` (--custom-op-py);
     returns the name."""
-    name, path, func = split_spec(spec, ".py", "func")
+    return _bind_py_file(*split_spec(spec, ".py", "func"))
+
+
+def _bind_py_file(name: str, path: Path, func: str) -> str:
     module = _load_module(name, path)
-    who = f"{name} ({path.name}:{func})"
-    try:
-        with user_python.guarded(who):  # a module's __getattr__, a callable's attributes: the user's code
-            fn = getattr(module, func, None)
-            if not callable(fn):
-                raise UsageError(f"--custom-op-py {name}: {path} defines no function {func!r}")
-            kind = _not_plain(fn)
-            if kind:
-                raise UsageError(f"--custom-op-py {name}: {func!r} of {path} is {kind}; the twin is a plain "
-                                 "function (def, not async def, no yield) that fills its outputs and returns")
-            register(name, fn, where=f"{path.name}:{func}")
-    except (UsageError, KeyboardInterrupt):
-        raise
-    except BaseException as exc:  # noqa: BLE001 - the user's code: one line
-        raise OracleError(f"--custom-op-py {name}: looking up {func!r} in {path} "
-                          f"{_describe_exception(exc, who)}") from None
+    # a module's __getattr__, a callable's attributes: the user's code
+    with _as_user_code(f"{name} ({path.name}:{func})", f"--custom-op-py {name}: looking up {func!r} in {path}",
+                       UsageError):
+        fn = getattr(module, func, None)
+        if not callable(fn):
+            raise UsageError(f"--custom-op-py {name}: {path} defines no function {func!r}")
+        _bind_py(name, fn, f"{path.name}:{func}", f"--custom-op-py {name}: {func!r} of {path}")
     return name
 
 
 _FROM_ARGS: set[str] = set()
-
-
-def _refuse_repeats(specs: Sequence[str], ext: str, what: str) -> None:
-    option = "--custom-op" if ext == ".c" else "--custom-op-py"
-    seen: set[str] = set()
-    for spec in specs:
-        name = split_spec(spec, ext, what)[0]
-        if name in seen:
-            raise UsageError(f"{option} {name} is given twice (one implementation per operator)")
-        seen.add(name)
 
 
 def apply_args(c_specs: list[str] | None, py_specs: list[str] | None) -> None:
@@ -364,15 +342,20 @@ def apply_args(c_specs: list[str] | None, py_specs: list[str] | None) -> None:
     values again (a command binds before and while compiling) executes no Python file again (_load_module)."""
     if not c_specs and not py_specs:
         return
-    _refuse_repeats(c_specs or (), ".c", "symbol")
-    _refuse_repeats(py_specs or (), ".py", "func")
+    c = [split_spec(spec, ".c", "symbol") for spec in c_specs or ()]
+    py = [split_spec(spec, ".py", "func") for spec in py_specs or ()]
+    for option, parts in (("--custom-op", c), ("--custom-op-py", py)):
+        names = [name for name, _file, _symbol in parts]
+        twice = next((name for i, name in enumerate(names) if name in names[:i]), None)
+        if twice is not None:
+            raise UsageError(f"{option} {twice} is given twice (one implementation per operator)")
     for name in _FROM_ARGS:
         unregister(name)
     _FROM_ARGS.clear()
-    for spec in c_specs or ():
-        _FROM_ARGS.add(parse_c_spec(spec).name)
-    for spec in py_specs or ():
-        _FROM_ARGS.add(parse_py_spec(spec))
+    for name, file, symbol in c:
+        _FROM_ARGS.add(bind_c(name, file, symbol).name)
+    for name, file, func in py:
+        _FROM_ARGS.add(_bind_py_file(name, file, func))
 
 
 def user_sources(graph: Any) -> dict[str, str]:
@@ -441,9 +424,10 @@ _TIME_LIMIT: contextvars.ContextVar[float | None] = contextvars.ContextVar("utvm
 #: the answer of a twin's child process: b"K" + u64 length + the outputs' bytes, or b"E" + length + a message
 _HEADER = struct.Struct("<cQ")
 _MAX_MESSAGE_BYTES = 1 << 16
-_MAX_SHOWN_CHARS = 300
 #: one wait of the parent at most (a time limit of 1e308 s still waits in steps a poll() takes)
 _MAX_WAIT_S = 3600.0
+#: how often the parent looks whether a child that closed its pipe has ended
+_POLL_S = 0.01
 
 InputSpec = tuple[np.ndarray, float, int]  # data, scale, zero point
 OutputSpec = tuple[tuple[int, ...], str, float, int]  # shape, dtype, scale, zero point
@@ -472,33 +456,40 @@ def run_python(name: str, label: str, inputs: Sequence[InputSpec], outputs: Sequ
     outputs, checked against their declared shape and dtype. Every way the user's code can fail is an
     OracleError naming the node, the operator and the twin; under `time_limit` the call runs in a child
     process (see there)."""
-    fn = _PY.get(name)
-    if fn is None:
+    bound = _PY.get(name)
+    if bound is None:
         raise OracleError(no_python_message(label, name))
-    where = _PY_WHERE.get(name) or _where(fn)
+    fn, where = bound
     what = f"{label}: the Python implementation of user operator {name!r} ({where})"
     who = f"{name} ({where})"
     limit = _TIME_LIMIT.get()
-    if limit is None or not hasattr(os, "fork"):
+    if limit is None:
         return _call(fn, what, who, inputs, outputs, options)
     return _call_in_child(fn, what, who, inputs, outputs, options, limit)
-
-
-def _safe_text(value: object) -> str:
-    """str(value) of the user's object, bounded; never raising."""
-    try:
-        text = str(value)
-    except KeyboardInterrupt:
-        raise
-    except BaseException:  # noqa: BLE001 - a __str__ of the user's that fails
-        return f"<{type(value).__name__} that cannot be printed>"
-    return text if len(text) <= _MAX_SHOWN_CHARS else text[:_MAX_SHOWN_CHARS - 3] + "..."
 
 
 _NEVER_EXITS = "(a twin returns; it never exits utvm)"
 
 
-def _describe_exception(exc: BaseException, who: str = "user code") -> str:
+@contextmanager
+def _as_user_code(who: str, failure: str, passes: type[BaseException] | tuple[type[BaseException], ...] = ()
+                  ) -> Iterator[None]:
+    """Run the block as user code (`user_python.guarded(who)`: its prints escaped on stderr, its exits refused,
+    the interpreter's state put back). Whatever it raises, SystemExit and a refused exit included, is an
+    OracleError `<failure> <what the code did>`; Ctrl-C and utvm's own errors `passes` (raised by utvm's code
+    in the block) pass through."""
+    try:
+        with user_python.guarded(who):
+            yield
+    except KeyboardInterrupt:
+        raise
+    except passes:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the user's code: any failure, SystemExit too, is one line
+        raise OracleError(f"{failure} {_describe_exception(exc, who)}") from None
+
+
+def _describe_exception(exc: BaseException, who: str) -> str:
     """What the user's code did, for an error line: `raised ValueError: ...`, `called sys.exit(3) at f.py:4`.
     Its __str__ (and the like) is the user's code too: it runs guarded, and cannot end or break this."""
     try:
@@ -511,55 +502,40 @@ def _describe_exception(exc: BaseException, who: str = "user code") -> str:
 
 
 def _describe(exc: BaseException) -> str:
-    if isinstance(exc, user_python.UserExit):
-        return f"{_safe_text(exc.description)} {_NEVER_EXITS}"
-    if isinstance(exc, SystemExit):
-        code = exc.code
-        shown = (repr(code) if code is None or (isinstance(code, int) and abs(code) < 10**18)
-                 else "a huge integer" if isinstance(code, int) else repr(_safe_text(code)))
-        where = exc.where if isinstance(exc, user_python.UserSystemExit) else ""
-        return f"called sys.exit({shown}){f' at {where}' if where else ''} {_NEVER_EXITS}"
-    text = _safe_text(exc)
+    """user_python.describe, with what it means for a twin."""
+    text = user_python.describe(exc)
+    if isinstance(exc, user_python.UserExit | SystemExit):
+        return f"{text} {_NEVER_EXITS}"
     if isinstance(exc, RuntimeWarning) and "invalid value encountered in cast" in text:
         return "wrote NaN or an infinity into an integer output (numpy: invalid value encountered in cast)"
-    hint = ""
     if isinstance(exc, ValueError) and "read-only" in text:
-        hint = " (the inputs are read only: write only the outputs)"
-    elif isinstance(exc, ValueError) and "NaN" in text and "integer" in text:
-        hint = " (NaN written into an integer output)"
-    return f"raised {type(exc).__name__}: {text}{hint}" if text else f"raised {type(exc).__name__}{hint}"
+        return f"{text} (the inputs are read only: write only the outputs)"
+    if isinstance(exc, ValueError) and "NaN" in text and "integer" in text:
+        return f"{text} (NaN written into an integer output)"
+    return text
 
 
 def _call(fn: PyFunc, what: str, who: str, inputs: Sequence[InputSpec], outputs: Sequence[OutputSpec],
           options: bytes) -> list[np.ndarray]:
     """run_python in this process: the call, and the checks that touch what it returned, run as user code
-    (`utvm.support.user_python.guarded`: its prints escaped on stderr, its exits refused, the interpreter's
-    state put back)."""
+    (`_as_user_code`)."""
     originals = [np.asarray(a) for a, _scale, _zp in inputs]
     copies = [a.copy() for a in originals]
     for a in copies:
         a.flags.writeable = False
     ins = [CustomTensor(a, float(scale), int(zp)) for a, (_a, scale, zp) in zip(copies, inputs, strict=True)]
-    given = [CustomTensor(np.zeros(shape, dtype), float(scale), int(zp)) for shape, dtype, scale, zp in outputs]
-    outs = list(given)
-    try:
-        with user_python.guarded(who), warnings.catch_warnings():
-            # numpy casting NaN or an infinity into an integer array writes garbage and warns: here an error
-            warnings.filterwarnings("error", message="invalid value encountered in cast", category=RuntimeWarning)
-            rc = fn(ins, outs, bytes(options))
-            if isinstance(rc, types.CoroutineType | types.GeneratorType | types.AsyncGeneratorType):
-                kind = type(rc).__name__
-                if not isinstance(rc, types.AsyncGeneratorType):
-                    rc.close()  # so Python does not add "coroutine ... was never awaited" to the one line
-                raise OracleError(f"{what} returned a {kind} (is it async def, or does it yield?); a twin is a "
-                                  "plain function that fills its outputs and returns None or 0")
-            return _checked(what, rc, copies, originals, outs, outputs)
-    except OracleError:
-        raise
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:  # noqa: BLE001 - the user's code: SystemExit and GeneratorExit too
-        raise OracleError(f"{what} {_describe_exception(exc, who)}") from None
+    outs = [CustomTensor(np.zeros(shape, dtype), float(scale), int(zp)) for shape, dtype, scale, zp in outputs]
+    with _as_user_code(who, what, OracleError), warnings.catch_warnings():
+        # numpy casting NaN or an infinity into an integer array writes garbage and warns: here an error
+        warnings.filterwarnings("error", message="invalid value encountered in cast", category=RuntimeWarning)
+        rc = fn(ins, outs, bytes(options))
+        if isinstance(rc, types.CoroutineType | types.GeneratorType | types.AsyncGeneratorType):
+            kind = type(rc).__name__
+            if not isinstance(rc, types.AsyncGeneratorType):
+                rc.close()  # so Python does not add "coroutine ... was never awaited" to the one line
+            raise OracleError(f"{what} returned a {kind} (is it async def, or does it yield?); a twin is a "
+                              "plain function that fills its outputs and returns None or 0")
+        return _checked(what, rc, copies, originals, outs, outputs)
 
 
 def _checked(what: str, rc: object, copies: list[np.ndarray], originals: list[np.ndarray], outs: list[Any],
@@ -570,7 +546,7 @@ def _checked(what: str, rc: object, copies: list[np.ndarray], originals: list[np
                               "success, another integer for an error")
         value = int(rc)
         if value != 0:
-            raise OracleError(f"{what} returned {value if abs(value) < 10**18 else 'a huge integer'} (an error)")
+            raise OracleError(f"{what} returned {user_python.value_text(value)} (an error)")
     for i, (a, b) in enumerate(zip(copies, originals, strict=True)):
         if a.tobytes() != b.tobytes():
             raise OracleError(f"{what} wrote its input {i}; the inputs are read only")
@@ -590,20 +566,12 @@ def _checked(what: str, rc: object, copies: list[np.ndarray], originals: list[np
     return results
 
 
-def _flush_std_streams() -> None:
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError, AttributeError):  # closed, or not a stream at all
-            pass
-
-
 def _call_in_child(fn: PyFunc, what: str, who: str, inputs: Sequence[InputSpec], outputs: Sequence[OutputSpec],
                    options: bytes, limit: float) -> list[np.ndarray]:
     """run_python in a forked child process of its own process group, killed (the group) unless it answers
     within `limit` seconds; the outputs come back over a pipe as raw bytes (nothing is unpickled)."""
     sizes = [int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize for shape, dtype, _s, _z in outputs]
-    _flush_std_streams()  # else the child would write our buffered output a second time
+    user_python.flush_std_streams()  # else the child would write our buffered output a second time
     r, w = os.pipe()
     parent = os.getpid()
     try:
@@ -617,16 +585,15 @@ def _call_in_child(fn: PyFunc, what: str, who: str, inputs: Sequence[InputSpec],
     if pid == 0:  # the child: never returns
         _child_main(r, w, parent, fn, what, who, inputs, outputs, options)
     os.close(w)
-    reaped = [False]
     try:
         try:
             os.setpgid(pid, pid)  # also done by the child: whichever runs first
         except OSError:
             pass
-        payload = _await_answer(r, pid, reaped, limit, sum(sizes), what)
+        payload = _await_answer(r, pid, limit, sum(sizes), what)
     finally:
         os.close(r)
-        _stop_child(pid, reaped)
+        _stop_child(pid)
     results, offset = [], 0
     for (shape, dtype, _s, _z), size in zip(outputs, sizes, strict=True):
         results.append(np.frombuffer(payload, np.dtype(dtype), size // max(np.dtype(dtype).itemsize, 1),
@@ -648,9 +615,8 @@ def _child_main(r: int, w: int, parent: int, fn: PyFunc, what: str, who: str, in
         import faulthandler
 
         faulthandler.disable()  # a crash of the twin is reported in the parent's one line, not dumped here
-        try:  # what the twin prints goes to stderr: stdout may be the command's JSON
+        try:  # what the twin writes below sys.stdout goes to stderr too: stdout may be the command's JSON
             os.dup2(2, 1)
-            sys.stdout = sys.stderr
         except OSError:
             pass
         try:
@@ -661,7 +627,7 @@ def _child_main(r: int, w: int, parent: int, fn: PyFunc, what: str, who: str, in
             text = str(exc) if isinstance(exc, OracleError) else f"{what} {_describe_exception(exc, who)}"
             data = text.encode("utf-8", "backslashreplace")[:_MAX_MESSAGE_BYTES]
             message = _HEADER.pack(b"E", len(data)) + data
-        _flush_std_streams()
+        user_python.flush_std_streams()
         view = memoryview(message)
         while view:
             view = view[os.write(w, view):]
@@ -683,14 +649,12 @@ def _die_with(parent: int) -> None:
     except (OSError, AttributeError):
         return
     if os.getppid() != parent:  # utvm died before the prctl
-        os._exit(70)
+        user_python.REAL_EXIT(70)
 
 
-def _await_answer(r: int, pid: int, reaped: list[bool], limit: float, expect: int, what: str) -> bytes:
+def _await_answer(r: int, pid: int, limit: float, expect: int, what: str) -> bytes:
     """The outputs' bytes the child sends on `r`; an OracleError for its error message, for no answer within
     `limit` seconds, or for an end without an answer (os._exit, a crash, a signal)."""
-    import selectors
-
     deadline = time.monotonic() + limit
     buf = bytearray()
     need = _HEADER.size
@@ -713,8 +677,7 @@ def _await_answer(r: int, pid: int, reaped: list[bool], limit: float, expect: in
                 continue
             chunk = os.read(r, max(need - len(buf), 1 << 16))
             if not chunk:
-                how = _exit_of(pid, reaped, deadline)
-                raise OracleError(f"{what} ended without returning ({how})")
+                raise OracleError(f"{what} ended without returning ({_how_it_ended(pid, deadline)})")
             buf += chunk
     payload = bytes(buf[_HEADER.size:need])
     if kind == b"E":
@@ -722,48 +685,35 @@ def _await_answer(r: int, pid: int, reaped: list[bool], limit: float, expect: in
     return payload
 
 
-def _exit_of(pid: int, reaped: list[bool], deadline: float) -> str:
-    """How the child that closed its pipe ended (waiting for it until `deadline`, where the system can)."""
-    pidfd = None
-    try:
-        pidfd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        pass
-    if pidfd is not None:
+def _how_it_ended(pid: int, deadline: float) -> str:
+    """How the child that closed its pipe ended, waiting for its end until `deadline`; it is left unreaped
+    (WNOWAIT), so its PID stays its own until `_stop_child`."""
+    while True:
         try:
-            select.select([pidfd], [], [], min(max(0.0, deadline - time.monotonic()), _MAX_WAIT_S))
-        finally:
-            os.close(pidfd)
+            ended = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return "its process is gone"
+        if ended is not None:
+            break
+        if time.monotonic() >= deadline:
+            return "it closed its answer pipe"
+        time.sleep(_POLL_S)
+    if ended.si_code == os.CLD_EXITED:
+        return f"its process exited with status {ended.si_status} (os._exit?)"
     try:
-        done, status = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return "its process is gone"
-    if done == 0:
-        return "it closed its answer pipe"
-    reaped[0] = True
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        try:
-            return f"its process was killed by {signal.Signals(sig).name}"
-        except ValueError:
-            return f"its process was killed by signal {sig}"
-    return f"its process exited with status {os.WEXITSTATUS(status)} (os._exit?)"
+        return f"its process was killed by {signal.Signals(ended.si_status).name}"
+    except ValueError:
+        return f"its process was killed by signal {ended.si_status}"
 
 
-def _stop_child(pid: int, reaped: list[bool]) -> None:
+def _stop_child(pid: int) -> None:
     """Kill the child's process group (the child, and whatever it started) and reap the child."""
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        pass
-    if reaped[0]:
-        return
-    try:
-        os.kill(pid, signal.SIGKILL)  # if it never made its own group
-    except OSError:
-        pass
+    for kill in (os.killpg, os.kill):  # (os.kill: if it never made its own group)
+        try:
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
     try:
         os.waitpid(pid, 0)
     except ChildProcessError:
         pass
-    reaped[0] = True

@@ -52,6 +52,15 @@ def raises(inputs, outputs, options):
 def exits(inputs, outputs, options):
     sys.exit(3)
 
+def exits_huge(inputs, outputs, options):
+    sys.exit(10 ** 5000)
+
+def exits_with_text(inputs, outputs, options):
+    sys.exit("bye\x1b[2J")
+
+def writes_bytes(inputs, outputs, options):
+    sys.stdout.write(b"bytes")
+
 def generator_exit(inputs, outputs, options):
     raise GeneratorExit
 
@@ -147,6 +156,9 @@ def prints(inputs, outputs, options):
 FAILURES = {
     "raises": r"raised ValueError: boom\nsecond line \x1b[2J",
     "exits": "called sys.exit(3)",
+    "exits_huge": "called sys.exit(a huge integer) at twins.py:",
+    "exits_with_text": r"called sys.exit('bye\x1b[2J') at twins.py:",
+    "writes_bytes": "raised TypeError: write() argument must be str, not bytes",
     "generator_exit": "raised GeneratorExit",
     "nan_assigned": "cannot convert float NaN to integer (NaN written into an integer output)",
     "nan_cast": "wrote NaN or an infinity into an integer output",
@@ -363,6 +375,32 @@ def test_an_exit_inside_the_twin_is_one_line_exit_9(timeout: list[str], files: d
     assert f"(exits.py:exits) called os._exit(3) at exits.py:{lines} (a twin returns" in proc.stderr, proc.stderr
 
 
+def test_a_signal_the_twin_handles_itself_is_not_refused(files: dict[str, Path], tmp_path: Path) -> None:
+    twin = _twin_file(tmp_path / "handled.py", """
+import os, signal, time
+def handled(inputs, outputs, options):
+    got = []
+    signal.signal(signal.SIGUSR1, lambda *args: got.append(1))
+    os.killpg(os.getpgrp(), signal.SIGUSR1)  # (its own session: this process alone)
+    os.kill(-os.getpgrp(), signal.SIGUSR1)
+    os.kill(os.getpid(), signal.SIGUSR1)
+    signal.raise_signal(signal.SIGUSR1)
+    for _ in range(1000):
+        if len(got) == 4:
+            break
+        time.sleep(0.001)
+    assert len(got) == 4, got
+    return clamp_scale(inputs, outputs, options)
+""")
+    argv = _check_argv(files, twin, "handled")
+    script = (f"import sys\nfrom utvm import custom_ops\nfrom utvm.cli import main\n"
+              f"with custom_ops.time_limit(None):\n    sys.exit(main({argv!r}))\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                          stdin=subprocess.DEVNULL, timeout=HANG_GUARD_S, start_new_session=True)
+    assert proc.returncode == 0 and proc.stderr == "", (proc.returncode, proc.stderr)
+    assert "check against utvm reference semantics: OK" in proc.stdout
+
+
 def test_what_user_code_prints_is_escaped_on_stderr_and_its_hooks_never_run(files: dict[str, Path],
                                                                                    tmp_path: Path) -> None:
     twin = _twin_file(tmp_path / "loud.py", r"""
@@ -403,6 +441,51 @@ def loud(inputs, outputs, options):
     ], proc.stderr
 
 
+def test_an_escaped_stream_writes_whole_lines_and_bounds_one_that_never_ends() -> None:
+    import io
+
+    from utvm.support.user_python import EscapedStream
+
+    target = io.StringIO()
+    stream = EscapedStream(target, "p: ")
+    stream.write("a\x1b")
+    assert target.getvalue() == ""  # (a line is written when it ends)
+    stream.write("b\nc")
+    assert target.getvalue() == "p: a\\x1bb\n"
+    stream.write("x" * EscapedStream._MAX_PENDING)  # a line that never ends is written all the same
+    assert target.getvalue() == "p: a\\x1bb\n" + "p: c" + "x" * EscapedStream._MAX_PENDING + "\n"
+    stream.write("\r")
+    stream.end_line()
+    assert target.getvalue().endswith("\np: \\r\n")
+    with pytest.raises(TypeError, match="must be str, not bytes"):
+        stream.write(b"x")  # type: ignore[arg-type]
+
+
+def test_hooks_the_standard_library_registers_go_through(capsys: pytest.CaptureFixture) -> None:
+    import atexit
+    import sysconfig
+
+    from utvm.support import user_python
+
+    def handler() -> None:
+        pass
+
+    library = compile("before = atexit._ncallbacks()\natexit.register(handler)\n"
+                      "registered = atexit._ncallbacks() - before\natexit.unregister(handler)\n",
+                      os.path.join(sysconfig.get_paths()["stdlib"], "utvm_test_library.py"), "exec")
+    user = compile("before = atexit._ncallbacks()\natexit.register(handler)\n"
+                   "registered = atexit._ncallbacks() - before\n", "user.py", "exec")
+    in_library: dict[str, object] = {"atexit": atexit, "handler": handler}
+    in_user: dict[str, object] = dict(in_library)
+    capsys.readouterr()
+    with user_python.guarded("Op (user.py)"):
+        exec(library, in_library)
+        exec(user, in_user)
+    assert in_library["registered"] == 1 and in_user["registered"] == 0
+    assert capsys.readouterr().err == (f"utvm: warning: Op (user.py): atexit.register({handler.__qualname__}) at "
+                                       "user.py:2 is refused (utvm runs no exit handler of user code)\n")
+
+
 def test_a_process_the_twin_s_module_forks_never_runs_utvm(files: dict[str, Path], tmp_path: Path) -> None:
     twin = _twin_file(tmp_path / "forks.py", "import os\nif os.fork() == 0:\n    print('the fork')\n")
     proc = _utvm(*_check_argv(files, twin), cwd=tmp_path)
@@ -413,7 +496,7 @@ def test_a_process_the_twin_s_module_forks_never_runs_utvm(files: dict[str, Path
 # --- user code cannot change the interpreter under utvm (in this process) ------------------------------------
 
 STATE_CHANGES = r"""
-import builtins, gc, io, os, signal, sys, warnings
+import builtins, gc, io, locale, os, signal, sys, warnings
 import numpy as np
 def _depth():
     frame, n = sys._getframe(), 0
@@ -438,6 +521,12 @@ os.environ["UTVM_HOSTILE"] = "1"
 builtins.print = lambda *args, **kw: None
 gc.disable()
 gc.callbacks.append(lambda *args: None)
+gc.set_threshold(100000, 50, 50)
+sys.setswitchinterval(0.5)
+sys.displayhook = sys.breakpointhook = sys.unraisablehook = lambda *args: None
+sys.setprofile(lambda *args: None)
+np.seterrcall(lambda *args: None)
+locale.setlocale(locale.LC_ALL, "C")
 os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
 def changes(inputs, outputs, options):
     sys.setrecursionlimit(_depth() + 40)
@@ -450,6 +539,7 @@ def changes(inputs, outputs, options):
 def _interpreter_state() -> dict[str, object]:
     import builtins
     import gc
+    import locale
     import signal
     import warnings
 
@@ -461,7 +551,10 @@ def _interpreter_state() -> dict[str, object]:
             "mask": signal.pthread_sigmask(signal.SIG_BLOCK, []), "timer": signal.getitimer(signal.ITIMER_REAL),
             "numpy": (np.geterr(), np.get_printoptions()), "warnings": list(warnings.filters), "cwd": os.getcwd(),
             "umask": umask, "environ": dict(os.environ), "print": builtins.print,
-            "gc": (gc.isenabled(), list(gc.callbacks)), "fd 2": os.fstat(2)[:3]}
+            "gc": (gc.isenabled(), list(gc.callbacks), gc.get_threshold()), "fd 2": os.fstat(2)[:3],
+            "switch": sys.getswitchinterval(), "profile": sys.getprofile(), "errcall": np.geterrcall(),
+            "hooks": (sys.displayhook, sys.breakpointhook, sys.unraisablehook),
+            "locale": locale.setlocale(locale.LC_ALL)}
 
 
 @pytest.mark.parametrize("timeout", ["1000", None], ids=["child-process", "in-process"])

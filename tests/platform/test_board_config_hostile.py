@@ -100,7 +100,7 @@ def test_a_board_config_that_is_not_a_regular_file_is_refused_unopened(kind: str
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     path, sock = _special(kind, tmp_path)
     try:
-        _refused(path, f"must be a regular file, not {what}")
+        _refused(path, f"the board configuration: is {what}, not a regular file")
         # $UTVM_BOARD_CONFIG: the same refusal, saying where the name came from; exit 2, one line
         monkeypatch.setenv(ENV_VAR, str(path))
         assert main(["build-device", "--platform", "serial-board", "-o", str(tmp_path / "fw.elf")]) == EXIT_USAGE
@@ -122,14 +122,14 @@ def test_a_board_config_over_the_size_limit_is_refused_unread(tmp_path: Path) ->
     assert at_limit.stat().st_size == C.MAX_BOARD_CONFIG_BYTES
     assert load_board_config(at_limit).name == "b"
     at_limit.write_text("#" * (C.MAX_BOARD_CONFIG_BYTES - len(good)) + "\n" + good)
-    _refused(at_limit, f"larger than {C.MAX_BOARD_CONFIG_BYTES} bytes")
+    _refused(at_limit, f"the board configuration: larger than {C.MAX_BOARD_CONFIG_BYTES:,} bytes")
 
 
 def test_a_board_config_that_is_not_utf8_or_not_readable(tmp_path: Path) -> None:
     p = tmp_path / "board.toml"
     p.write_bytes(b'[board]\nname = "\xff"\n')
     _refused(p, "not UTF-8 text (byte 16 is 0xff)")
-    _refused(tmp_path / "missing.toml", "cannot read the board configuration")
+    _refused(tmp_path / "missing.toml", "the board configuration: no such file")
 
 
 # --- nesting ------------------------------------------------------------------------------------------------
@@ -485,10 +485,10 @@ def test_every_name_in_an_error_line_is_escaped(tmp_path: Path, capsys: pytest.C
 # --- the board's own files --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("case, says", [
-    ("fifo header", "[build] sources[0] (a header beside it): the board file 'regs.h' must be a regular file, "
-                    "not a FIFO"),
-    ("directory header", "the board file 'dir.h' must be a regular file, not a directory"),
-    ("huge source", f"the board file 'uart.c' is larger than {C.MAX_BOARD_FILE_BYTES} bytes"),
+    ("fifo header", "[build] sources[0] (a header beside it): the board file 'regs.h': is a FIFO, not a regular "
+                    "file"),
+    ("directory header", "the board file 'dir.h': is a directory, not a regular file"),
+    ("huge source", f"the board file 'uart.c': larger than {C.MAX_BOARD_FILE_BYTES:,} bytes"),
 ])
 def test_board_files_are_regular_bounded_utf8(case: str, says: str, tmp_path: Path) -> None:
     bsp = tmp_path / "bsp"

@@ -9,6 +9,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -105,6 +106,26 @@ def test_only_a_torn_last_record_of_a_real_log_is_repaired(tmp_path: Path) -> No
     assert tlog.read(first) == [rec(px_block=4)]
 
 
+def test_each_append_checks_what_was_added_since_the_last(tmp_path: Path) -> None:
+    """A file that stops being a log between two appends is refused and left as it is; one rewritten in place
+    (same inode, same size up to the checked end) is checked again from its start."""
+    log = tmp_path / "log.jsonl"
+    tlog.append(log, [rec(px_block=1)])
+    first = log.read_bytes()
+    tlog.append(log, [rec(px_block=2)])  # checks line 1: the next append starts after it
+    with log.open("ab") as f:
+        f.write(b"my notes\n")
+    before = log.read_bytes()
+    with pytest.raises(TuningLogError, match=r"line 3: not a JSON record .*refusing to write to it"):
+        tlog.append(log, [rec(px_block=4)])
+    assert log.read_bytes() == before
+    rewritten = b"x" * (len(first) - 1) + b"\n" + before[len(first):before.rfind(b"my notes")]
+    log.write_bytes(rewritten)
+    with pytest.raises(TuningLogError, match=r"line 1: not a JSON record"):
+        tlog.append(log, [rec(px_block=4)])
+    assert log.read_bytes() == rewritten
+
+
 def test_an_empty_file_is_a_log(tmp_path: Path) -> None:
     log = tmp_path / "empty.jsonl"
     log.write_bytes(b"")
@@ -161,7 +182,7 @@ REFUSED = {
 @pytest.mark.parametrize(("raw", "reason"), list(REFUSED.values()), ids=list(REFUSED))
 def test_a_record_outside_the_schema_is_refused_with_its_reason(raw: bytes, reason: str, tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture) -> None:
-    with pytest.raises(TuningLogError, match="^where: .*" + _re(reason)):
+    with pytest.raises(TuningLogError, match="^where: .*" + re.escape(reason)):
         tlog.parse_line(raw, "where")
     # In a log, the line is refused and the rest applied; `tune --summary` says so on one line.
     log = tmp_path / "log.jsonl"
@@ -173,12 +194,6 @@ def test_a_record_outside_the_schema_is_refused_with_its_reason(raw: bytes, reas
     assert rc == EXIT_OK and "0.500" in out
     assert len(err) == 1 and err[0].startswith(f"utvm tune: warning: tuning log {log}, line 2: record refused: ")
     assert_inert(out + "\n".join(err))
-
-
-def _re(text: str) -> str:
-    import re
-
-    return re.escape(text)
 
 
 def test_a_file_with_no_record_is_not_a_tuning_log(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -316,8 +331,8 @@ def test_progress_best_is_the_best_within_the_code_budget(tmp_path: Path) -> Non
 def test_a_measurement_the_reader_would_refuse_is_logged_as_an_error(tmp_path: Path) -> None:
     class Zero(FakeMeasurer):
         def measure(self, task: Task, points: Sequence[dict]) -> Iterator[Measurement]:
-            for p in points:
-                yield Measurement(dict(p), 0.0, "seconds", None, -5)
+            for i, p in enumerate(points):  # a code size out of range, or a bool, is unknown
+                yield Measurement(dict(p), 0.0, "seconds", None, (-5, True)[i % 2])
 
     log = tmp_path / "log.jsonl"
     tune(HELLO, log, "host", trials=2, batch=2, measurer=Zero())  # type: ignore[arg-type]

@@ -206,12 +206,7 @@ def _end_process(status: int) -> None:
     user_python = sys.modules.get("utvm.support.user_python")
     if user_python is None or not user_python.ran():
         return
-    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-        try:
-            if stream is not None:
-                stream.flush()
-        except Exception:  # noqa: BLE001 - a closed stream, a broken pipe: nothing more can be said
-            pass
+    user_python.flush_std_streams()
     user_python.REAL_EXIT(status)
 
 

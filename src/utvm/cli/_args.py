@@ -11,6 +11,8 @@ import stat
 import sys
 from typing import Any, NoReturn
 
+from utvm.support.files import path_kind
+
 SEED_MAX = 2**64 - 1
 
 
@@ -108,16 +110,6 @@ def nonempty_path(text: str) -> str:
     if "\0" in text:
         raise argparse.ArgumentTypeError("the path contains a NUL byte")
     return text
-
-
-#: What a path that is not a regular file or a directory is, by its st_mode.
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISREG, "a regular file"))
-
-
-def path_kind(mode: int) -> str:
-    """'a directory', 'a FIFO', ... of an st_mode."""
-    return next((kind for test, kind in _KINDS if test(mode)), "a special file")
 
 
 def _stat(text: str, missing: str) -> os.stat_result:
@@ -398,9 +390,11 @@ def input_paths(args: argparse.Namespace) -> list[str]:
         add(str(given).partition("=")[2])
     for value in getattr(args, "extra_source", None) or []:
         add(value)
-    for name in ("custom_op", "custom_op_py"):
-        for spec in getattr(args, name, None) or []:
-            add(str(spec).partition("=")[2].rpartition(":")[0])  # NAME=FILE:symbol
+    from utvm.custom_ops import split_spec
+
+    for name, ext, what in (("custom_op", ".c", "symbol"), ("custom_op_py", ".py", "func")):
+        for spec in getattr(args, name, None) or []:  # already checked when parsed
+            add(split_spec(str(spec), ext, what)[1])
     for item in getattr(args, "input", None) or []:
         add(str(item).partition("=")[2])  # NAME=FILE.npy
     return out

@@ -53,8 +53,6 @@ def run(args: argparse.Namespace) -> int:
 
     if args.sanitize and args.platform != "host":
         raise UsageError(f"--sanitize builds with ASan+UBSan, which only the host platform has (not {args.platform})")
-    if args.crt_config_file is not None and not Path(args.crt_config_file).is_file():
-        raise UsageError(f"--crt-config-file {args.crt_config_file}: no such file")
     from utvm.cli.compile import bind_custom_ops
 
     if args.custom_op and not args.model:  # else the binding would be ignored

@@ -137,8 +137,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.profile_plot:
         check_output_file(args.profile_plot, "--profile-plot", A.input_paths(args))  # before the work, not after it
 
-    if args.crt_config_file is not None and not Path(args.crt_config_file).is_file():
-        raise UsageError(f"--crt-config-file {args.crt_config_file}: no such file")
     model = Path(args.model)
     compiled = load_model_or_mlf(args, say)
     if args.check or args.oracle:  # a user operator without its Python twin: say so before the device work

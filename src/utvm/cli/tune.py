@@ -35,6 +35,7 @@ from utvm.errors import UsageError
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     from utvm.tune.driver import DEFAULT_BATCH, DEFAULT_STRATEGY, DEFAULT_TIMEOUT_S, DEFAULT_TRIALS
+    from utvm.tune.log import DEFAULT_MAX_CODE_GROWTH
     from utvm.tune.strategy import AUTO, STRATEGIES
 
     p = subparsers.add_parser("tune", help="tune operator schedules on a device (writes a tuning log)",
@@ -62,8 +63,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="requantization rounding the model will be compiled with (part of every task key)")
     p.add_argument("--summary", metavar="LOG.jsonl", type=A.nonempty_path, default=None,
                    help="print the default vs best cost of every task in LOG and exit (no tuning)")
-    from utvm.tune.log import DEFAULT_MAX_CODE_GROWTH
-
     p.add_argument("--max-code-growth", metavar="F", type=A.code_growth, default=DEFAULT_MAX_CODE_GROWTH,
                    help="the code budget of the best schedule in the progress lines and the table, as with "
                         f"--tuning-log: at most (1 + F) times the default point's code (default "
@@ -95,9 +94,7 @@ def _tune(args: argparse.Namespace) -> int:
     from utvm.tune.strategy import check_strategy
 
     out = check_output_file(args.output, "-o", A.input_paths(args))
-    model = Path(args.model)
-    if not model.is_file():
-        raise UsageError(f"{model}: no such model file" if not model.exists() else f"{model}: not a model file")
+    model = Path(args.model)  # an existing, readable regular file (A.model_file)
     cpu = platform_target(args.platform)
     target = get_target(args.target) if args.target else cpu
     reason = target.runs_on(cpu)

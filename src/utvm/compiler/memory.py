@@ -387,9 +387,12 @@ class PoolSpec:
     def validate(self) -> None:
         """ValueError naming the field of a pool that `parse_pool` would not give (the Python API, metadata)."""
         check_pool_name(self.name)
-        if type(self.size) is not int or not 1 <= self.size <= MAX_POOL_BYTES:
-            raise ValueError(f"pool {self.name}: size {self.size!r} is not an int number of bytes from 1 to "
-                             f"{MAX_POOL_BYTES}")
+        if type(self.size) is not int:
+            raise ValueError(f"pool {self.name}: size {self.size!r} is not an int number of bytes")
+        if self.size < 1:
+            raise ValueError(f"pool {self.name}: size {self.size} must be at least 1 byte")
+        if self.size > MAX_POOL_BYTES:
+            raise ValueError(f"pool {self.name}: size {self.size} is over {MAX_POOL_BYTES} bytes")
         if self.section:
             check_pool_section(self.section, f"pool {self.name}: section")
         elif not isinstance(self.section, str):
@@ -415,12 +418,8 @@ def parse_pool(text: str) -> PoolSpec:
     if len(parts) not in (2, 3):
         raise ValueError(f"{text[:60]!r} is not NAME:SIZE[:ATTRS]")
     name, size_text = parts[0], parts[1]
-    check_pool_name(name)
+    check_pool_name(name)  # before the rest, so every later message may name the pool
     size = parse_size(size_text)
-    if size <= 0:
-        raise ValueError(f"pool {name}: size {size_text!r} must be at least 1 byte")
-    if size > MAX_POOL_BYTES:
-        raise ValueError(f"pool {name}: size {size_text[:40]!r} is over {MAX_POOL_BYTES} bytes")
     section, align_ = "", ALIGNMENT
     seen: set[str] = set()
     for attr in (parts[2].split(",") if len(parts) == 3 else []):
@@ -431,16 +430,18 @@ def parse_pool(text: str) -> PoolSpec:
         if key == "rw" and not eq:
             continue
         if key == "section" and eq:
-            check_pool_section(value, f"pool {name}: section")
+            check_pool_section(value, f"pool {name}: section")  # here: an empty `section=` is no section to validate
             section = value
         elif key == "align" and eq:
             if not re.fullmatch(r"[0-9]{1,5}", value) or int(value) < 1 or int(value) & (int(value) - 1) \
                     or int(value) > MAX_POOL_ALIGN:
                 raise ValueError(f"pool {name}: align {value[:20]!r} is not a power of two from 1 to {MAX_POOL_ALIGN}")
-            align_ = max(ALIGNMENT, int(value))
+            align_ = max(ALIGNMENT, int(value))  # below ALIGNMENT: every buffer is ALIGNMENT-aligned anyway
         else:
             raise ValueError(f"pool {name}: unknown attribute {attr[:40]!r} (known: {POOL_ATTRS})")
-    return PoolSpec(name, size, section, align_)
+    spec = PoolSpec(name, size, section, align_)
+    spec.validate()  # the one definition of a pool's ranges (the API and metadata go through it too)
+    return spec
 
 
 def check_pools(pools: Sequence[PoolSpec]) -> None:

@@ -37,16 +37,28 @@ MAX_TREE_FILES = 10_000
 #: ... and this many bytes.
 MAX_TREE_BYTES = 256 << 20
 
-#: Header names utvm generates or ships into the firmware's include directories besides the CRT's own tree.
-_OWN_HEADER_NAMES = ("crt_config.h", "utvm_test_functions.h", "utvm_board.h", "utvm_mps2.h", "utvm_platform.h",
-                     "utvm_serial_board.h")
+#: The header every firmware build generates (no file of utvm's to compare a user's with).
+_GENERATED_HEADER = "crt_config.h"
+
+
+def _shipped_header_dirs() -> tuple[Path, ...]:
+    """The directories of the headers utvm ships beside the CRT's tree: the test library's (host), the QEMU
+    board support and TVMPlatform hooks, the serial boards' glue."""
+    from utvm.platform.host import INCLUDE_DIR
+    from utvm.platform.qemu.project import BOARD_DIR, PLATFORM_DIR
+    from utvm.platform.serial_board.platform import TEMPLATE_DIR
+
+    return (INCLUDE_DIR, BOARD_DIR, PLATFORM_DIR, TEMPLATE_DIR)
 
 
 def own_headers(system_lib_sources: Iterable[Path | str] = ()) -> dict[str, Path | None]:
     """utvm's headers on a firmware's include path: path as included -> the file (None: generated per
-    build). The CRT's include tree, the names above, and the headers beside the generated sources (the
-    model header)."""
-    out: dict[str, Path | None] = {name: None for name in _OWN_HEADER_NAMES}
+    build, crt_config.h). The CRT's include tree, the headers utvm ships (_shipped_header_dirs), and the
+    headers beside the generated sources (the model header)."""
+    out: dict[str, Path | None] = {_GENERATED_HEADER: None}
+    for d in _shipped_header_dirs():
+        for h in sorted(d.glob("*.h")):
+            out[h.name] = h
     root = cc.crt_dir() / "include"
     for p in sorted(root.rglob("*")):
         if p.is_file():
@@ -141,7 +153,7 @@ def _refuse_if_ours(option: str, rel: str, path: Path, ours: Mapping[str, Path |
 
 def _same_file(a: Path, b: Path) -> bool:
     try:
-        return a.resolve() == b.resolve() or os.path.samefile(a, b)
+        return os.path.samefile(a, b)
     except OSError:
         return False
 

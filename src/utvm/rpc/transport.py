@@ -75,7 +75,8 @@ class Transport(abc.ABC):
 
 # The longest single wait: poll() takes a C int of milliseconds. A longer timeout (a user's `--timeout 1e308`)
 # waits this long, ~24.8 days, which is as good as for ever for a device call.
-MAX_WAIT_S = (2**31 - 1) / 1000.0
+_MAX_POLL_MS = 2**31 - 1
+MAX_WAIT_S = _MAX_POLL_MS / 1000.0
 
 
 def _bounded(timeout: float | None) -> float | None:
@@ -90,7 +91,7 @@ def _deadline(timeout: float | None) -> float | None:
 def _remaining_ms(deadline: float | None) -> int | None:
     if deadline is None:
         return None
-    return max(0, min(2**31 - 1, int((deadline - time.monotonic()) * 1000 + 0.999)))
+    return max(0, min(_MAX_POLL_MS, int((deadline - time.monotonic()) * 1000 + 0.999)))
 
 
 class _FdTransport(Transport):

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from utvm.errors import UsageError
 
+#: What a path is, by its st_mode (an lstat's: a symbolic link is one).
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
     (stat.S_ISCHR, "a character device"),
@@ -32,14 +33,56 @@ _KINDS = (
     (stat.S_ISFIFO, "a FIFO"),
     (stat.S_ISSOCK, "a socket"),
     (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISREG, "a regular file"),
 )
 
 
-def _kind(mode: int) -> str:
-    for test, name in _KINDS:
-        if test(mode):
-            return name
-    return "not a regular file"
+def path_kind(mode: int) -> str:
+    """'a directory', 'a FIFO', ... of an st_mode: what a refusal says a path is."""
+    return next((name for test, name in _KINDS if test(mode)), "a special file")
+
+
+def read_regular_file(path: str | os.PathLike[str], limit: int,
+                      error: Callable[[str], Exception]) -> tuple[bytes, os.stat_result]:
+    """The bytes of a file utvm reads whole (a tuning log, a board configuration, a board file) and its stat:
+    a regular file (links followed) of at most `limit` bytes. What is there is looked at before anything is
+    opened, and again on what was opened, which never blocks (O_NONBLOCK: a FIFO or a device is said to be
+    one, never waited on or read; one swapped in meanwhile is caught by the second look); a file that grows
+    past `limit` while it is read is refused too. Any refusal raises `error(why)`, `why` one of: `no such
+    file`, `a symbolic link to nothing`, `a component of the path is not a directory`, `is <kind>, not a
+    regular file`, `cannot be read (<reason>)`, `larger than <limit> bytes`."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise error("a symbolic link to nothing" if os.path.lexists(path) else "no such file") from None
+    except NotADirectoryError:
+        raise error("a component of the path is not a directory") from None
+    except (OSError, ValueError) as exc:
+        raise error(f"cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+    if not stat.S_ISREG(mode):
+        raise error(f"is {path_kind(mode)}, not a regular file")
+    too_big = f"larger than {limit:,} bytes"
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+                     | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise error(f"cannot be read ({exc.strerror or exc})") from None
+    data = bytearray()
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # replaced between the look and the open
+            raise error(f"is {path_kind(st.st_mode)}, not a regular file")
+        if st.st_size > limit:
+            raise error(too_big)
+        while chunk := os.read(fd, min(1 << 20, limit + 1 - len(data))):
+            data += chunk
+            if len(data) > limit:  # it grew while being read
+                raise error(too_big)
+    except OSError as exc:
+        raise error(f"cannot be read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    return bytes(data), st
 
 
 def _as_path(path: str | os.PathLike[str] | None, option: str) -> Path:
@@ -80,7 +123,7 @@ def check_output_file(path: str | os.PathLike[str] | None, option: str = "-o",
     if text.endswith(("/", os.sep)):
         raise UsageError(f"{option} {text}: ends in {text[-1]!r}, which names a directory; give a file name")
     if st is not None and not stat.S_ISREG(st.st_mode):
-        raise UsageError(f"{option} {p}: is {_kind(st.st_mode)}, not a regular file; refusing to replace it")
+        raise UsageError(f"{option} {p}: is {path_kind(st.st_mode)}, not a regular file; refusing to replace it")
     if st is not None:
         for given in inputs:
             if given is not None and os.fspath(given) and _same_file(st, Path(given)):
@@ -127,7 +170,7 @@ def check_output_dir(path: str | os.PathLike[str] | None, option: str = "-o") ->
     if st is None:
         return p
     if not stat.S_ISDIR(st.st_mode):
-        raise UsageError(f"{option} {p}: is {_kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else 'a file'}, "
+        raise UsageError(f"{option} {p}: is {path_kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else 'a file'}, "
                          "not a directory; give a new or empty directory")
     if any(p.iterdir()):
         raise UsageError(f"{option} {p}: the directory is not empty; give a new or empty directory")

@@ -11,17 +11,15 @@ While the user's code runs:
   signal.raise_signal aimed at utvm's process or group (unless a Python handler of the code's own takes the
   signal), the os.exec* family. sys.exit raises `UserSystemExit` (a SystemExit that knows where). A
   `UserExit` the code catches is raised again when the block ends: the code never survives its own exit.
-- `atexit.register` and `os.register_at_fork` called from the user's code are refused, with one warning line
-  (no exit or fork handler of user code ever runs; the standard library's and installed packages'
-  registrations, such as `import logging` makes, go through).
+- `atexit.register`, `os.register_at_fork` and `sys.addaudithook` called from the user's code are refused,
+  with one warning line (no exit or fork handler of user code ever runs; the standard library's and installed
+  packages' registrations, such as `import logging` makes, go through). An exception that ends a thread the
+  code started is one warning line (`_thread_hook`), not a traceback.
 
-When the block ends the interpreter state the code may have changed is put back: the recursion limit, the
-int-to-str digit limit, the switch interval, sys.excepthook / unraisablehook / displayhook / breakpointhook and
-threading.excepthook, trace and profile functions, sys.stdin / stdout / stderr (and their __std*__), every
-signal handler, the signal mask, interval timers (an alarm the code set is cancelled, one it changed reset),
-the working directory, the umask, os.environ, the builtins, gc's state, the warnings filters, numpy's error
-state, error callback and print options, and the locale. A process the user's code forked that returns into
-utvm ends there (os._exit(0)): it never runs utvm's code a second time.
+When the block ends the interpreter and process state the code may have changed is put back (`_State`; the
+list is docs/custom_ops.md's: `_ATTRIBUTES`, `_settings`, fds 0-2, signal handlers, mask and timers, and the
+warnings filters). A process the user's code forked that returns into utvm ends there (os._exit(0)): it never
+runs utvm's code a second time.
 
 Not covered (in-process Python cannot stop them): a crash or an exit from C code (ctypes, an extension), a
 shell command killing utvm, threads the code starts (they outlive the block; what they print once it has
@@ -32,8 +30,10 @@ open nor change its status.
 
 from __future__ import annotations
 
+import _signal
 import atexit
 import builtins
+import gc
 import io
 import os
 import signal
@@ -52,6 +52,8 @@ from utvm.support.text import shown
 REAL_EXIT: Callable[[int], NoReturn] = os._exit
 #: utvm's own process (a child utvm forks for a twin protects its parent too)
 _MAIN_PID = os.getpid()
+#: the most characters of a user object's text in a line
+_MAX_TEXT = 300
 
 _program = "utvm"
 _ran = False
@@ -70,13 +72,21 @@ def ran() -> bool:
     return _ran
 
 
+def flush_std_streams() -> None:
+    """Flush sys.stdout / stderr and the process's own (before a fork or os._exit: nothing buffered is written
+    twice or lost). A closed or broken stream, or no stream at all, is passed over."""
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:  # noqa: BLE001 - a closed stream, a broken pipe, a stream the user's code replaced
+            pass
+
+
 class UserExit(BaseException):
     """User code called something that ends or replaces the process (os._exit, os.abort, os.exec*, a fatal signal
-    to itself). A BaseException: `except Exception` in the user's code does not swallow it."""
-
-    def __init__(self, description: str) -> None:
-        super().__init__(description)
-        self.description = description
+    to itself); its text says which, and where. A BaseException: `except Exception` in the user's code does not
+    swallow it."""
 
 
 class UserSystemExit(SystemExit):
@@ -85,11 +95,48 @@ class UserSystemExit(SystemExit):
     where = ""
 
 
+# --- saying what user code did -------------------------------------------------------------------------------
+
+def text_of(value: object) -> str:
+    """str(value) of the user's object, at most _MAX_TEXT characters; a __str__ that fails is named, not raised
+    (Ctrl-C stays Ctrl-C)."""
+    try:
+        text = str(value)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # noqa: BLE001 - a __str__ of the user's that fails, in any way
+        return f"<{type(value).__name__} that cannot be printed>"
+    return text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT - 3] + "..."
+
+
+def value_text(value: object) -> str:
+    """An exit status or a returned code for a line: None or an integer as it is (`a huge integer` past 18
+    digits, which could not even be printed), anything else quoted (text_of)."""
+    if value is None:
+        return "None"
+    if isinstance(value, int):
+        return repr(value) if abs(value) < 10**18 else "a huge integer"
+    return repr(text_of(value))
+
+
+def describe(exc: BaseException) -> str:
+    """What user code did, for the end of one line: `called os._exit(3) at f.py:4` (a refused exit), `called
+    sys.exit(3) at f.py:4`, `raised ValueError: <its text>`."""
+    if isinstance(exc, UserExit):
+        return str(exc)
+    if isinstance(exc, SystemExit):
+        where = exc.where if isinstance(exc, UserSystemExit) else ""
+        return f"called sys.exit({value_text(exc.code)})" + (f" at {where}" if where else "")
+    text = text_of(exc)
+    return f"raised {type(exc).__name__}: {text}" if text else f"raised {type(exc).__name__}"
+
+
 class EscapedStream(io.TextIOBase):
     """A text stream writing each line to `target` as one line `prefix + text`, escaped by `shown` (a newline
     the code writes stays a line break; every other control character is shown, not acted on). A line is
-    written when it is complete, or by `end_line` (the end of the block). Thread-safe; it keeps working after
-    the block (a thread of the user's may hold it)."""
+    written when it is complete, past _MAX_PENDING characters (a line never ends: memory and time stay
+    bounded), or by `end_line` (the end of the block). Thread-safe; it keeps working after the block (a thread
+    of the user's may hold it)."""
 
     _MAX_PENDING = 1 << 16
 
@@ -104,15 +151,8 @@ class EscapedStream(io.TextIOBase):
     def encoding(self) -> str:  # type: ignore[override]
         return "utf-8"
 
-    @property
-    def errors(self) -> str:  # type: ignore[override]
-        return "strict"
-
     def writable(self) -> bool:
         return True
-
-    def isatty(self) -> bool:
-        return False
 
     def write(self, s: str) -> int:
         if not isinstance(s, str):
@@ -130,8 +170,8 @@ class EscapedStream(io.TextIOBase):
         """Write what is left of an unfinished line."""
         with self._lock:
             if self._pending:
-                lines, self._pending = [self._pending], ""
-                self._emit(lines)
+                line, self._pending = self._pending, ""
+                self._emit([line])
 
     def flush(self) -> None:
         try:
@@ -152,6 +192,8 @@ def _say(target: Any, line: str) -> None:
     except (OSError, ValueError, AttributeError):
         pass
 
+
+# --- what the block refuses ----------------------------------------------------------------------------------
 
 def _caller(depth: int) -> str:
     """`file.py:line` of the frame `depth` levels above the function calling this one."""
@@ -196,15 +238,31 @@ def _handled_in_python(sig: object) -> bool:
     return callable(handler) and handler is not signal.default_int_handler
 
 
-def _own_pids() -> tuple[set[int], set[int]]:
-    """(this process and utvm's, their process groups)."""
-    pids = {os.getpid(), _MAIN_PID}
+def _own_groups() -> set[int]:
+    """The process groups of this process and of utvm's."""
     groups = {os.getpgrp()}
     try:
         groups.add(os.getpgid(_MAIN_PID))
     except OSError:
         pass
-    return pids, groups
+    return groups
+
+
+def _kill_aims_at_utvm(pid: object) -> bool:
+    """Whether os.kill(pid, ...) reaches this process or utvm's (itself, its group, every process)."""
+    return isinstance(pid, int) and (pid in (0, -1, os.getpid(), _MAIN_PID) or (pid < 0 and -pid in _own_groups()))
+
+
+def _killpg_aims_at_utvm(pgid: object) -> bool:
+    return isinstance(pgid, int) and (pgid == 0 or pgid in _own_groups())
+
+
+def _fatal(sig: object) -> bool:
+    """Whether sending signal `sig` to this process could end it (not 0, no Python handler of the user's)."""
+    return sig != 0 and not _handled_in_python(sig)
+
+
+_EXECS = ("execl", "execle", "execlp", "execlpe", "execv", "execve", "execvp", "execvpe")
 
 
 class _Guard:
@@ -219,127 +277,76 @@ class _Guard:
     def here(self) -> bool:
         return os.getpid() == self.pid
 
-    def refuse(self, call: str) -> NoReturn:
-        exc = UserExit(f"called {call} at {_caller(2)}")
-        if self.attempt is None:
-            self.attempt = exc
-        raise exc
+    def refused(self, real: Callable[..., Any], call: Callable[..., str],
+                when: Callable[..., bool] | None = None) -> Callable[..., Any]:
+        """`real`, except in this process (not in one the user's code forked) when `when(*args)` (default:
+        always): then a UserExit `called <call(*args)> at <file:line>`. The first one is kept, to be raised again
+        when the block ends."""
+        def refusing(*args: Any, **kwargs: Any) -> Any:
+            if self.here() and (when is None or when(*args, **kwargs)):
+                exc = UserExit(f"called {call(*args, **kwargs)} at {_caller(1)}")
+                if self.attempt is None:
+                    self.attempt = exc
+                raise exc
+            return real(*args, **kwargs)
+
+        return refusing
+
+    def warned(self, real: Callable[..., Any], call: Callable[..., str], why: str) -> Callable[..., Any]:
+        """`real` for the standard library and installed packages; for the user's code one warning line, and
+        nothing registered."""
+        def register(*args: Any, **kwargs: Any) -> Any:
+            if _from_library(1):
+                return real(*args, **kwargs)
+            _say(self.target, f"{_program}: warning: {self.who}: {call(*args, **kwargs)} at {_caller(1)} is "
+                              f"refused ({why})")
+            return args[0] if args else None  # (atexit.register returns the function: a decorator keeps it)
+
+        return register
 
     def patches(self) -> list[tuple[Any, str, Any]]:
         """(object, attribute, replacement) of every call the block replaces."""
-        g = self
-        real_exit = os._exit
         real_sys_exit = sys.exit
-        real_abort = os.abort
-        real_kill = os.kill
-        real_killpg = getattr(os, "killpg", None)
-        real_raise = signal.raise_signal
-        real_pthread_kill = getattr(signal, "pthread_kill", None)
 
-        def _exit(status: int) -> NoReturn:
-            if not g.here():
-                real_exit(status)
-            g.refuse(f"os._exit({_safe_repr(status)})")
-
-        def exit_(status: object = None) -> NoReturn:
-            if not g.here():
+        def sys_exit(status: object = None) -> NoReturn:
+            if not self.here():
                 real_sys_exit(status)
             exc = UserSystemExit(status)
             exc.where = _caller(1)
             raise exc
 
-        def abort() -> NoReturn:
-            if not g.here():
-                real_abort()
-            g.refuse("os.abort()")
-
-        def kill(pid: int, sig: int) -> None:
-            pids, groups = _own_pids()
-            aimed = isinstance(pid, int) and (pid in (0, -1) or pid in pids or (pid < 0 and -pid in groups))
-            if g.here() and aimed and sig != 0 and not _handled_in_python(sig):
-                g.refuse(f"os.kill({pid}, {_signal_name(sig)})")
-            real_kill(pid, sig)
-
-        def killpg(pgid: int, sig: int) -> None:
-            _pids, groups = _own_pids()
-            if g.here() and (pgid == 0 or pgid in groups) and sig != 0:
-                g.refuse(f"os.killpg({pgid}, {_signal_name(sig)})")
-            assert real_killpg is not None
-            real_killpg(pgid, sig)
-
-        def raise_signal(sig: int) -> None:
-            if g.here() and not _handled_in_python(sig):
-                g.refuse(f"signal.raise_signal({_signal_name(sig)})")
-            real_raise(sig)
-
-        def pthread_kill(thread_id: int, sig: int) -> None:
-            if g.here() and sig != 0 and not _handled_in_python(sig):
-                g.refuse(f"signal.pthread_kill({thread_id}, {_signal_name(sig)})")
-            assert real_pthread_kill is not None
-            real_pthread_kill(thread_id, sig)
-
-        def refused_exec(name: str, real: Callable[..., Any]) -> Callable[..., Any]:
-            def exec_(*args: Any, **kwargs: Any) -> Any:
-                if g.here():
-                    g.refuse(f"os.{name}()")
-                return real(*args, **kwargs)
-
-            return exec_
-
-        real_register = atexit.register
-
-        def register(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[..., Any]:
-            if _from_library(1):
-                return real_register(func, *args, **kwargs)
-            name = getattr(func, "__qualname__", None) or type(func).__name__
-            _say(g.target, f"{_program}: warning: {g.who}: atexit.register({name}) at {_caller(1)} is refused "
-                           "(utvm runs no exit handler of user code)")
-            return func
-
-        real_at_fork = getattr(os, "register_at_fork", None)
-
-        def register_at_fork(**kwargs: Any) -> None:
-            if _from_library(1):
-                assert real_at_fork is not None
-                real_at_fork(**kwargs)
-                return
-            _say(g.target, f"{_program}: warning: {g.who}: os.register_at_fork() at {_caller(1)} is refused "
-                           "(utvm runs no fork handler of user code)")
-
-        real_audit = sys.addaudithook
-
-        def addaudithook(hook: Callable[..., Any]) -> None:
-            if _from_library(1):
-                real_audit(hook)
-                return
-            _say(g.target, f"{_program}: warning: {g.who}: sys.addaudithook() at {_caller(1)} is refused (a hook "
-                           "can never be removed: it would run inside utvm for the rest of the process)")
-
         real_start = threading.Thread.start
 
         def start(thread: threading.Thread) -> None:
-            _user_threads[thread] = (g.who, g.target)  # its exception is one line (`_thread_hook`), not a traceback
+            _user_threads[thread] = (self.who, self.target)  # its exception: one line (`_thread_hook`)
             real_start(thread)
 
-        out: list[tuple[Any, str, Any]] = [
-            (os, "_exit", _exit), (sys, "exit", exit_), (os, "abort", abort), (os, "kill", kill),
-            (signal, "raise_signal", raise_signal), (atexit, "register", register),
-            (sys, "addaudithook", addaudithook), (threading.Thread, "start", start),
+        refused, warned = self.refused, self.warned
+        os_exit = refused(os._exit, lambda status: f"os._exit({value_text(status)})")
+        return [
+            (os, "_exit", os_exit), (sys.modules["posix"], "_exit", os_exit), (sys, "exit", sys_exit),
+            (os, "abort", refused(os.abort, lambda: "os.abort()")),
+            (os, "kill", refused(os.kill, lambda pid, sig: f"os.kill({pid}, {_signal_name(sig)})",
+                                 lambda pid, sig: _fatal(sig) and _kill_aims_at_utvm(pid))),
+            (os, "killpg", refused(os.killpg, lambda pgid, sig: f"os.killpg({pgid}, {_signal_name(sig)})",
+                                   lambda pgid, sig: _fatal(sig) and _killpg_aims_at_utvm(pgid))),
+            (signal, "raise_signal", refused(signal.raise_signal,
+                                             lambda sig: f"signal.raise_signal({_signal_name(sig)})", _fatal)),
+            (signal, "pthread_kill", refused(signal.pthread_kill,
+                                             lambda tid, sig: f"signal.pthread_kill({tid}, {_signal_name(sig)})",
+                                             lambda tid, sig: _fatal(sig))),
+            *((os, name, refused(getattr(os, name), lambda *args, name=name, **kwargs: f"os.{name}()"))
+              for name in _EXECS),
+            (atexit, "register", warned(atexit.register, lambda func, *args, **kwargs: "atexit.register("
+                                        f"{getattr(func, '__qualname__', None) or type(func).__name__})",
+                                        "utvm runs no exit handler of user code")),
+            (os, "register_at_fork", warned(os.register_at_fork, lambda **kwargs: "os.register_at_fork()",
+                                            "utvm runs no fork handler of user code")),
+            (sys, "addaudithook", warned(sys.addaudithook, lambda hook: "sys.addaudithook()",
+                                         "a hook can never be removed: it would run inside utvm for the rest of "
+                                         "the process")),
+            (threading.Thread, "start", start),
         ]
-        posix = sys.modules.get("posix")
-        if posix is not None:
-            out.append((posix, "_exit", _exit))
-        if real_killpg is not None:
-            out.append((os, "killpg", killpg))
-        if real_pthread_kill is not None:
-            out.append((signal, "pthread_kill", pthread_kill))
-        if real_at_fork is not None:
-            out.append((os, "register_at_fork", register_at_fork))
-        for name in ("execl", "execle", "execlp", "execlpe", "execv", "execve", "execvp", "execvpe"):
-            real = getattr(os, name, None)
-            if real is not None:
-                out.append((os, name, refused_exec(name, real)))
-        return out
 
 
 #: the threads user code started, and who started them
@@ -355,16 +362,11 @@ def _thread_hook(args: Any) -> None:
         if _previous_thread_hook is not None:
             _previous_thread_hook(args)
         return
-    if isinstance(args.exc_type, type) and issubclass(args.exc_type, SystemExit):
+    if issubclass(args.exc_type, SystemExit):
         return  # (as Python's own hook: a thread's sys.exit() ends the thread, quietly)
+    what = describe(args.exc_value) if args.exc_value is not None else f"raised {args.exc_type.__name__}"
     if isinstance(args.exc_value, UserExit):
-        what = f"{args.exc_value.description} (refused)"
-    else:
-        try:
-            text = str(args.exc_value)
-        except Exception:  # noqa: BLE001 - the user's __str__
-            text = "<cannot be printed>"
-        what = f"raised {args.exc_type.__name__}" + (f": {text[:300]}" if text else "")
+        what += " (refused)"
     who, target = started
     _say(target, f"{_program}: warning: {who}: its thread {args.thread.name!r} {what}")
 
@@ -376,195 +378,167 @@ def _install_thread_hook() -> None:
         threading.excepthook = _thread_hook
 
 
-def _safe_repr(value: object) -> str:
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 10**18:
-        return repr(value)
-    return f"<{type(value).__name__}>"
+# --- the state put back --------------------------------------------------------------------------------------
+
+#: the attributes user code may replace (hooks, streams), put back by identity
+_ATTRIBUTES: tuple[tuple[Any, str], ...] = (
+    *((sys, name) for name in ("excepthook", "unraisablehook", "displayhook", "breakpointhook")),
+    *((sys, name) for name in ("stdin", "stdout", "stderr", "__stdin__", "__stdout__", "__stderr__")),
+    (threading, "excepthook"),
+)
+_TIMERS = (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
+#: signal.valid_signals() and signal.getsignal without their conversion to enums, which would be two thirds of
+#: the time a block takes (the handlers are taken and put back around every call of a twin)
+_SIGNALS = tuple(int(sig) for sig in signal.valid_signals())
+_getsignal: Callable[[int], Any] = _signal.getsignal
 
 
-def _same_file(fd: int, copy: int) -> bool:
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _set_environ(saved: dict[str, str]) -> None:
+    current = dict(os.environ)
+    for key in current.keys() - saved.keys():
+        del os.environ[key]
+    for key, value in saved.items():
+        if current.get(key) != value:
+            os.environ[key] = value
+
+
+def _set_builtins(saved: dict[str, Any]) -> None:
+    current = vars(builtins)
+    for name, value in saved.items():
+        if current.get(name, current) is not value:
+            current[name] = value
+
+
+def _set_gc_callbacks(saved: list[Any]) -> None:
+    gc.callbacks[:] = saved
+
+
+Setting = tuple[Callable[[], Any], Callable[[Any], object]]
+
+
+def _replaced(get: Callable[[], Any], put: Callable[[Any], object]) -> Setting:
+    """(get, put) of a setting that holds an object (a tracer): put back only when replaced, so it is never
+    installed a second time, and a user object's __eq__ never runs."""
+    def put_back(saved: Any) -> None:
+        if get() is not saved:
+            put(saved)
+
+    return get, put_back
+
+
+def _changed(get: Callable[[], Any], put: Callable[[Any], object]) -> Setting:
+    """(get, put) of a setting that is a value costly to set (a locale, numpy's print options): put back only
+    when it changed."""
+    def put_back(saved: Any) -> None:
+        if get() != saved:
+            put(saved)
+
+    return get, put_back
+
+
+def _settings() -> list[Setting]:
+    """(get, put) of each setting of the interpreter and the process user code may change; put(saved) puts
+    back what get() returned before."""
+    out: list[Setting] = [
+        (sys.getrecursionlimit, sys.setrecursionlimit),
+        (sys.get_int_max_str_digits, sys.set_int_max_str_digits),
+        (sys.getswitchinterval, sys.setswitchinterval),
+        _replaced(sys.gettrace, sys.settrace),
+        _replaced(sys.getprofile, sys.setprofile),
+        _replaced(threading.gettrace, threading.settrace),
+        _replaced(threading.getprofile, threading.setprofile),
+        (os.getcwd, os.chdir),
+        (_umask, os.umask),
+        (lambda: dict(os.environ), _set_environ),
+        (lambda: dict(vars(builtins)), _set_builtins),
+        (gc.isenabled, lambda enabled: gc.enable() if enabled else gc.disable()),
+        (gc.get_threshold, lambda threshold: gc.set_threshold(*threshold)),
+        (lambda: list(gc.callbacks), _set_gc_callbacks),
+    ]
+    np = sys.modules.get("numpy")
+    if np is not None:
+        out += [(np.geterr, lambda err: np.seterr(**err)), _replaced(np.geterrcall, np.seterrcall),
+                _changed(np.get_printoptions, lambda options: np.set_printoptions(**options))]
+    locale = sys.modules.get("locale")
+    if locale is not None:
+        out.append(_changed(lambda: locale.setlocale(locale.LC_ALL), lambda name: locale.setlocale(locale.LC_ALL,
+                                                                                                    name)))
+    return out
+
+
+def _quietly(step: Callable[..., object], *args: Any) -> None:
+    """Run one step of putting the state back; one that fails (the user left it unrestorable) stops no other."""
     try:
-        a, b = os.fstat(fd), os.fstat(copy)
-    except OSError:
-        return False
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
-
-
-_UNCATCHABLE = frozenset(getattr(signal, n) for n in ("SIGKILL", "SIGSTOP") if hasattr(signal, n))
-_SIGNALS = tuple(int(sig) for sig in sorted(signal.valid_signals()) if sig not in _UNCATCHABLE)
-#: signal.getsignal without its enum conversion (the state is taken for every call of a twin)
-_getsignal: Callable[[int], Any] = getattr(__import__("_signal"), "getsignal", signal.getsignal)
-_HOOKS = ("excepthook", "unraisablehook", "displayhook", "breakpointhook")
-_STDIO = ("stdin", "stdout", "stderr", "__stdin__", "__stdout__", "__stderr__")
-_TIMERS = tuple(getattr(signal, n) for n in ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF") if hasattr(signal, n))
-
-
-def _each(*steps: Callable[[], object]) -> None:
-    """Run every step; one that fails (the user left the state unrestorable) does not stop the others."""
-    for step in steps:
-        try:
-            step()
-        except Exception:  # noqa: BLE001 - restoring as much as can be restored
-            pass
+        step(*args)
+    except Exception:  # noqa: BLE001 - restoring as much as can be restored
+        pass
 
 
 class _State:
-    """The interpreter state user code may change, taken before it runs and put back after."""
+    """The interpreter state user code may change, taken before it runs (with the attributes `patched` the
+    block replaces) and put back after."""
 
-    def __init__(self) -> None:
-        self.main_thread = threading.current_thread() is threading.main_thread()
-        self.recursion_limit = sys.getrecursionlimit()
-        self.int_digits = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else None
-        self.switch_interval = sys.getswitchinterval()
-        self.hooks = {name: getattr(sys, name) for name in _HOOKS if hasattr(sys, name)}
-        self.thread_hook = threading.excepthook
-        self.trace, self.profile = sys.gettrace(), sys.getprofile()
-        self.thread_trace, self.thread_profile = threading.gettrace(), threading.getprofile()
-        self.stdio = {name: getattr(sys, name, None) for name in _STDIO}
-        self.signals: dict[int, Any] = {}
-        for sig in _SIGNALS:
-            try:
-                handler = _getsignal(sig)
-            except (ValueError, OSError):
-                continue
-            if handler is not None:
-                self.signals[sig] = handler
-        self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, ()) if hasattr(signal, "pthread_sigmask") else None
-        self.timers = {t: signal.getitimer(t) for t in _TIMERS}
-        self.taken = time.monotonic()
-        try:
-            self.cwd: str | None = os.getcwd()
-        except OSError:
-            self.cwd = None
-        self.umask = os.umask(0o022)
-        os.umask(self.umask)
-        self.environ = dict(os.environ)
+    def __init__(self, patched: list[tuple[Any, str]]) -> None:
         self.fds: dict[int, int] = {}
         for fd in (0, 1, 2):
             try:
                 self.fds[fd] = os.dup(fd)
             except OSError:  # (not open)
                 pass
-        self.builtins = dict(vars(builtins))
-        import gc
-
-        self.gc = (gc.isenabled(), gc.get_threshold(), list(gc.callbacks))
-        np = sys.modules.get("numpy")
-        self.numpy = (np.geterr(), np.geterrcall(), np.get_printoptions()) if np is not None else None
-        locale = sys.modules.get("locale")
-        self.locale = None
-        if locale is not None:
+        self.attributes = [(obj, name, getattr(obj, name)) for obj, name in (*_ATTRIBUTES, *patched)]
+        self.settings: list[tuple[Callable[[Any], object], Any]] = []
+        for get, put in _settings():
             try:
-                self.locale = locale.setlocale(locale.LC_ALL)
-            except (locale.Error, ValueError):
+                self.settings.append((put, get()))
+            except Exception:  # noqa: BLE001 - e.g. no working directory: nothing to put back
                 pass
+        self.handlers = {sig: h for sig in _SIGNALS if (h := _getsignal(sig)) is not None}
+        self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())
+        self.timers = {timer: signal.getitimer(timer) for timer in _TIMERS}
+        self.taken = time.monotonic()
 
     def restore(self) -> None:
-        _each(self._restore_fds, self._restore_stdio, self._restore_sys, self._restore_signals, self._restore_process,
-              self._restore_builtins, self._restore_gc, self._restore_numpy, self._restore_locale)
+        _quietly(self._restore_fds)
+        for obj, name, value in self.attributes:
+            if getattr(obj, name, None) is not value:
+                _quietly(setattr, obj, name, value)
+        for put, saved in self.settings:
+            _quietly(put, saved)
+        _quietly(self._restore_signals)
 
     def _restore_fds(self) -> None:
         """fds 0-2 as they were (`os.close(2)` or a dup2 over it must not silence utvm's error line)."""
         for fd, copy in self.fds.items():
             try:
-                if not _same_file(fd, copy):
+                a, b = os.fstat(fd), os.fstat(copy)
+                if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
                     os.dup2(copy, fd)
             except OSError:
-                pass
+                _quietly(os.dup2, copy, fd)  # (fd closed)
             finally:
                 os.close(copy)
 
-    def _restore_stdio(self) -> None:
-        for name, stream in self.stdio.items():
-            setattr(sys, name, stream)
-
-    def _restore_sys(self) -> None:
-        if sys.getrecursionlimit() != self.recursion_limit:
-            sys.setrecursionlimit(self.recursion_limit)
-        if self.int_digits is not None and sys.get_int_max_str_digits() != self.int_digits:
-            sys.set_int_max_str_digits(self.int_digits)
-        if sys.getswitchinterval() != self.switch_interval:
-            sys.setswitchinterval(self.switch_interval)
-        for name, hook in self.hooks.items():
-            if getattr(sys, name, None) is not hook:
-                setattr(sys, name, hook)
-        if threading.excepthook is not self.thread_hook:
-            threading.excepthook = self.thread_hook
-        if sys.gettrace() is not self.trace:
-            sys.settrace(self.trace)
-        if sys.getprofile() is not self.profile:
-            sys.setprofile(self.profile)
-        if threading.gettrace() is not self.thread_trace:
-            threading.settrace(self.thread_trace)  # type: ignore[arg-type]
-        if threading.getprofile() is not self.thread_profile:
-            threading.setprofile(self.thread_profile)  # type: ignore[arg-type]
-
     def _restore_signals(self) -> None:
-        if self.main_thread:  # (signal.signal works in the main thread only)
-            for sig, handler in self.signals.items():
-                try:
-                    if _getsignal(sig) is not handler:
-                        signal.signal(sig, handler)
-                except (ValueError, OSError, TypeError):
-                    pass
-        if self.mask is not None and signal.pthread_sigmask(signal.SIG_BLOCK, ()) != self.mask:
-            signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
+        """The handlers first, then the mask (a signal it held back goes to utvm's handler), then the timers."""
+        for sig, handler in self.handlers.items():
+            if _getsignal(sig) is not handler:
+                _quietly(signal.signal, sig, handler)
+        _quietly(signal.pthread_sigmask, signal.SIG_SETMASK, self.mask)
         elapsed = time.monotonic() - self.taken
         for timer, (value, interval) in self.timers.items():
             if value == 0.0:
                 if signal.getitimer(timer)[0] != 0.0:
                     signal.setitimer(timer, 0)  # an alarm of the user's: cancelled
                 continue
-            if timer == getattr(signal, "ITIMER_REAL", None):  # wall-clock: what was left of it
+            if timer == signal.ITIMER_REAL:  # wall-clock: what was left of it
                 value = max(value - elapsed, 1e-6)
             signal.setitimer(timer, value, interval)  # (a CPU-time timer restarts at what it had)
-
-    def _restore_process(self) -> None:
-        if self.cwd is not None:
-            try:
-                if os.getcwd() != self.cwd:
-                    os.chdir(self.cwd)
-            except OSError:
-                os.chdir(self.cwd)
-        os.umask(self.umask)
-        if dict(os.environ) != self.environ:
-            for key in [k for k in os.environ if k not in self.environ]:
-                del os.environ[key]
-            for key, value in self.environ.items():
-                if os.environ.get(key) != value:
-                    os.environ[key] = value
-
-    def _restore_builtins(self) -> None:
-        current = vars(builtins)
-        for name, value in self.builtins.items():
-            if current.get(name, current) is not value:
-                current[name] = value
-
-    def _restore_gc(self) -> None:
-        import gc
-
-        enabled, threshold, callbacks = self.gc
-        if gc.callbacks != callbacks:
-            gc.callbacks[:] = callbacks
-        if gc.isenabled() != enabled:
-            (gc.enable if enabled else gc.disable)()
-        if gc.get_threshold() != threshold:
-            gc.set_threshold(*threshold)
-
-    def _restore_numpy(self) -> None:
-        np = sys.modules.get("numpy")
-        if self.numpy is None or np is None:
-            return
-        err, call, printoptions = self.numpy
-        np.seterr(**err)
-        np.seterrcall(call)
-        if np.get_printoptions() != printoptions:
-            np.set_printoptions(**printoptions)
-
-    def _restore_locale(self) -> None:
-        locale = sys.modules.get("locale")
-        if self.locale is not None and locale is not None and locale.setlocale(locale.LC_ALL) != self.locale:
-            locale.setlocale(locale.LC_ALL, self.locale)
 
 
 @contextmanager
@@ -575,12 +549,11 @@ def guarded(who: str) -> Iterator[None]:
     global _ran
     _ran = True
     _install_thread_hook()  # (before the snapshot: it stays)
-    state = _State()
     target = sys.stderr
     guard = _Guard(who, target)
-    stream = EscapedStream(target, f"{_program}: {who} says: ")
     patches = guard.patches()
-    saved = [(obj, attr, getattr(obj, attr)) for obj, attr, _new in patches]
+    state = _State([(obj, attr) for obj, attr, _new in patches])
+    stream = EscapedStream(target, f"{_program}: {who} says: ")
     failed: BaseException | None = None
     try:
         for obj, attr, new in patches:
@@ -592,12 +565,9 @@ def guarded(who: str) -> Iterator[None]:
         failed = exc
         raise
     finally:
+        _quietly(stream.end_line)
         if not guard.here():  # a process the user's code forked has come back to utvm: it ends here
-            _each(stream.end_line, stream.flush)
             REAL_EXIT(0)
-        _each(stream.end_line)
-        for obj, attr, old in reversed(saved):
-            setattr(obj, attr, old)
         state.restore()
         attempt = guard.attempt
         if attempt is not None and failed is not attempt and not isinstance(failed, UserExit | KeyboardInterrupt):

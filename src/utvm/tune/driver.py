@@ -140,14 +140,13 @@ def progress_line(ti: int, n: int, task: Task, budget: int, mine: dict[str, tlog
     `max_code_growth`)."""
     summary = tlog.summarize(list(mine.values()) if records is None else records, max_code_growth=max_code_growth)
     s = next((x for x in summary if x.task == task.key), None)
-    best, dflt = (s.best, s.default) if s is not None else (None, None)
     errors = sum(1 for r in mine.values() if not r.ok)
     text = f"task {ti + 1}/{n} {_cell(task.description)}" + (f" (x{task.count})" if task.count > 1 else "")
     text += f": {min(len(mine), budget)}/{budget} trials"
-    if best is not None:
-        text += f", best {format_cost(best.cost, unit)}"
-        if dflt is not None and s is not None and s.ratio is not None:
-            text += f" = {s.ratio:.3f}x the default {format_cost(dflt.cost, unit)}"
+    if s is not None and s.best is not None:
+        text += f", best {format_cost(s.best.cost, unit)}"
+        if s.default is not None and s.ratio is not None:
+            text += f" = {s.ratio:.3f}x the default {format_cost(s.default.cost, unit)}"
     if errors:
         text += f", {errors} error(s)"
     if eta_s is not None:
@@ -168,13 +167,12 @@ def _record(task: Task, res: Any, target: str, default: bool, platform: str) -> 
     """The log record of one measurement, always one the reader accepts (a cost that is not > 0 and finite
     is an error; long texts are cut)."""
     cost, error = res.cost, res.error
-    if error is None and (cost is None or isinstance(cost, bool) or not isinstance(cost, int | float)
-                          or not math.isfinite(cost) or not tlog.MIN_COST <= cost <= tlog.MAX_COST):
+    if error is None and not tlog.usable_cost(cost):
         error = f"the measurement gave no usable cost ({cost!r})"
     if error is not None:
         cost = None
         error = str(error)[:tlog.MAX_ERROR_CHARS]
-    code = res.code if isinstance(res.code, int) and 0 <= res.code <= tlog.MAX_CODE_BYTES else None
+    code = res.code if type(res.code) is int and 0 <= res.code <= tlog.MAX_CODE_BYTES else None
     return tlog.Record(task.key, target, dict(res.schedule), None if cost is None else float(cost), res.unit, error,
                        utvm.__version__[:tlog.MAX_TEXT], dict(task.workload), _now(), default,
                        str(platform)[:tlog.MAX_TEXT], code)
@@ -205,11 +203,7 @@ def tune(model: Any, log_path: str | os.PathLike[str], platform: str = "host", *
         raise UsageError(f"max_code_growth must be a finite fraction >= 0 or None, got {max_code_growth!r}")
     check_strategy(strategy)
     path = tlog.check_writable(log_path)
-    try:  # a file that is not a tuning log fails before any work, and is left as it is
-        records = tlog.read(path)
-    except tlog.TuningLogError as exc:
-        raise tlog.TuningLogError(f"{exc}; not a tuning log to append to: refusing to write to it (the file is "
-                                  "left as it is)") from None
+    records = tlog.read(path)  # a file that is not a tuning log fails before any work, and is left as it is
     m = measurer or Measurer(platform, target, timeout=timeout, seed=seed, on_candidate=on_candidate,
                              progress=lambda msg: None)
     t_start = time.monotonic()
@@ -222,15 +216,15 @@ def tune(model: Any, log_path: str | os.PathLike[str], platform: str = "host", *
         tasks = [t for t in tasks if t.key in set(only)]
     say(f"{len(tasks)} task(s) on {_cell(m.platform_name)} (target {m.target}); costs in {m.unit}; "
         f"{trials} trials per task, {strategy} search, {batch} candidates per firmware; log {_cell(path)}")
-    repeated = len(records) - len(tlog.unique(records))
-    if repeated:
-        say(f"the log holds {repeated} record(s) of points measured before (concurrent tuners?): of each point "
-            "the first measurement without an error counts")
+    kept = tlog.unique(records)
+    if len(kept) < len(records):
+        say(f"the log holds {len(records) - len(kept)} record(s) of points measured before (concurrent tuners?): "
+            "of each point the first measurement without an error counts")
 
     # What the log already holds, per task (only points of the task's current space count), one record per
     # point (log.unique: of a point measured twice, the first without an error).
     done: dict[str, dict[str, tlog.Record]] = {t.key: {} for t in tasks}
-    for r in tlog.unique(records):
+    for r in kept:
         if r.task in done and r.target == m.target and r.unit == m.unit:  # another clock: measured again
             done[r.task][r.schedule_key()] = r
     budgets = []

@@ -41,17 +41,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import re
 import stat
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from utvm.errors import UsageError
+from utvm.support.files import read_regular_file
 from utvm.support.text import shown
 
 UNITS = ("instructions", "seconds")
@@ -132,7 +132,7 @@ class Record:
 
     @property
     def ok(self) -> bool:
-        return self.error is None and self.cost is not None and math.isfinite(self.cost) and self.cost > 0
+        return self.error is None and usable_cost(self.cost)
 
     def schedule_key(self) -> str:
         key = self.__dict__.get("_schedule_key")  # computed once: summaries and resumes compare it often
@@ -170,6 +170,16 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def usable_cost(cost: Any) -> bool:
+    """Is `cost` one a record may hold: a number (not a bool) from MIN_COST to MAX_COST (so > 0 and
+    finite)? What the reader checks and the tuner makes sure of before it writes."""
+    return _is_number(cost) and MIN_COST <= cost <= MAX_COST
+
+
 def _text(d: Mapping[str, Any], key: str, limit: int = MAX_TEXT, *, optional: bool = True) -> str:
     value = d.get(key)
     if value is None and optional:
@@ -196,11 +206,10 @@ def _record(d: Any) -> Record:
         raise _Refusal(f"'target' {_brief(target)} is not a target name")
     schedule = _schedule(d["schedule"])
     cost = d["cost"]
-    if cost is not None:
-        if isinstance(cost, bool) or not isinstance(cost, int | float):
+    if cost is not None and not usable_cost(cost):
+        if not _is_number(cost):
             raise _Refusal(f"'cost' must be a number or null, got {_brief(cost)}")
-        if not math.isfinite(cost) or not MIN_COST <= cost <= MAX_COST:
-            raise _Refusal(f"'cost' must be > 0, finite, from {MIN_COST:g} to {MAX_COST:g}, got {_brief(cost)}")
+        raise _Refusal(f"'cost' must be > 0, finite, from {MIN_COST:g} to {MAX_COST:g}, got {_brief(cost)}")
     unit = d["unit"]
     if not isinstance(unit, str) or unit not in UNITS:
         raise _Refusal(f"'unit' {_brief(unit)} is not one of {', '.join(UNITS)}")
@@ -371,47 +380,9 @@ def _torn(raw: bytes) -> bool:
 
 
 # --- reading a file ------------------------------------------------------------------------------------
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
-
-
-def _not_regular(p: Path, mode: int) -> TuningLogError:
-    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
-    return TuningLogError(f"tuning log {p}: is {kind}, not a regular file")
-
-
 def _read_bytes(p: Path) -> tuple[bytes, os.stat_result]:
-    """The bytes of the log at `p`: a regular file (a FIFO or device is said to be one, never waited on or
-    read) of at most MAX_LOG_BYTES; and its stat."""
-    try:
-        mode = os.stat(p).st_mode  # (follows a link to a log) what is there, before anything is opened
-    except FileNotFoundError:
-        reason = "a symbolic link to nothing" if os.path.lexists(p) else "no such file"
-        raise TuningLogError(f"tuning log {p}: {reason}") from None
-    except NotADirectoryError:
-        raise TuningLogError(f"tuning log {p}: a component of the path is not a directory") from None
-    except OSError as exc:
-        raise TuningLogError(f"tuning log {p}: cannot be examined ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(mode):
-        raise _not_regular(p, mode)
-    try:
-        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise TuningLogError(f"tuning log {p}: cannot be read ({exc.strerror or exc})") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):  # replaced since it was looked at
-        os.close(fd)
-        raise _not_regular(p, st.st_mode)
-    with os.fdopen(fd, "rb") as f:
-        if st.st_size > MAX_LOG_BYTES:
-            raise TuningLogError(f"tuning log {p}: larger than {MAX_LOG_BYTES:,} bytes")
-        try:
-            data = f.read(MAX_LOG_BYTES + 1)
-        except OSError as exc:
-            raise TuningLogError(f"tuning log {p}: cannot be read ({exc.strerror or exc})") from None
-    if len(data) > MAX_LOG_BYTES:
-        raise TuningLogError(f"tuning log {p}: larger than {MAX_LOG_BYTES:,} bytes")
-    return data, st
+    """The bytes of the log at `p` (a regular file of at most MAX_LOG_BYTES, utvm.support.files) and its stat."""
+    return read_regular_file(p, MAX_LOG_BYTES, lambda why: TuningLogError(f"tuning log {p}: {why}"))
 
 
 @dataclass(frozen=True)
@@ -422,32 +393,38 @@ class Refused:
     reason: str
 
 
+_TORN = "an incomplete last record is skipped (cut short by a crash while it was written)"
+
+
 @dataclass
 class LogContents:
     """What a log holds: its records (in file order, as written: `unique` makes them one per point), the
-    line of each, the lines refused and why, and the records that repeat a point (duplicate line, the line
-    of the record that counts)."""
+    line of each, and the lines refused and why (a last line cut short by a crash among them: `torn`)."""
 
     path: Path
-    records: list[Record]
-    lines: list[int]
-    refused: list[Refused]
-    duplicates: list[tuple[int, int]]
+    records: list[Record] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
+    refused: list[Refused] = field(default_factory=list)
     #: the line number of a last line cut short by a crash (skipped), else None
     torn: int | None = None
 
     def report(self) -> None:
-        """One warning per refused line (MAX_REPORTED of them, then a count), one for the duplicates."""
+        """One warning per refused line (MAX_REPORTED of them, then a count), one for the records that repeat
+        a point measured earlier (`unique`)."""
         for r in self.refused[:MAX_REPORTED]:
             warnings.warn(shown(f"tuning log {self.path}, line {r.line}: record refused: {r.reason}"), stacklevel=3)
         rest = self.refused[MAX_REPORTED:]
         if rest:
             warnings.warn(shown(f"tuning log {self.path}: {len(rest)} more line(s) refused (lines {rest[0].line} "
                                 f"to {rest[-1].line})"), stacklevel=3)
-        if self.duplicates:
-            dup, first = self.duplicates[0]
-            warnings.warn(shown(f"tuning log {self.path}: {len(self.duplicates)} record(s) repeat a point measured "
-                                f"earlier (line {dup} repeats line {first}); the first measurement without an "
+        counted = _counted(self.records, _point)
+        kept = set(counted.values())
+        repeats = [i for i in range(len(self.records)) if i not in kept]
+        if repeats:
+            dup = repeats[0]
+            first = self.lines[counted[_point(self.records[dup])]]
+            warnings.warn(shown(f"tuning log {self.path}: {len(repeats)} record(s) repeat a point measured earlier "
+                                f"(line {self.lines[dup]} repeats line {first}); the first measurement without an "
                                 "error counts"), stacklevel=3)
 
 
@@ -474,64 +451,70 @@ def _lines(data: bytes) -> Iterator[tuple[int, bytes, bool]]:
         pos = end + 1
 
 
-def load(path: str | os.PathLike[str], *, strict: bool = False) -> LogContents:
-    """Every line of the log at `path`, as a record or refused with its reason (module docstring).
+def _not_ours(p: Path, line: int, reason: str) -> TuningLogError:
+    return TuningLogError(f"tuning log {p}, line {line}: {reason}; not a tuning log: refusing to write to it (the "
+                          "file is left as it is)")
 
-    strict=False (applying a log): a refused line is kept in `.refused` (`.report()` warns); a file none of
-    whose lines is a record (a torn last line aside) is not a tuning log: TuningLogError naming the first
-    line. strict=True (appending to it): the first refused line is a TuningLogError (a torn last line is
-    skipped with a warning)."""
-    p = Path(path)
-    data, st = _read_bytes(p)
-    records: list[Record] = []
-    numbers: list[int] = []
-    refused: list[Refused] = []
-    torn: int | None = None
+
+def _scan(p: Path, data: bytes, *, strict: bool, line0: int = 0) -> LogContents:
+    """Every line of `data`, the log at `p` from its line line0 + 1 on, as a record or refused with its
+    reason (a last line cut short by a crash is refused as `torn`). strict (appending): any other refused
+    line is a TuningLogError, the file is not ours. Else (applying): MAX_LEADING_REFUSED refused lines
+    before the first record, or MAX_REFUSED in all, are a TuningLogError (a file that is no log is not read
+    to its end)."""
+    out = LogContents(p)
     for count, (n, raw, last_open) in enumerate(_lines(data), 1):
+        n += line0
         if count > MAX_LOG_LINES:
             raise TuningLogError(f"tuning log {p}: more than {MAX_LOG_LINES:,} lines (line {n}); a tuning log "
                                  "holds fewer: split it")
         try:
-            rec = _parse(raw)
-        except _Refusal as exc:
-            if last_open and _torn(raw):
-                torn = n
-                if strict:
-                    warnings.warn(shown(f"tuning log {p}, line {n}: an incomplete last record is skipped (cut "
-                                        "short by a crash while it was written)"), stacklevel=2)
-                else:
-                    refused.append(Refused(n, "an incomplete last record is skipped (cut short by a crash "
-                                              "while it was written)"))
-                continue
-            if strict:
-                raise TuningLogError(f"tuning log {p}, line {n}: {exc}") from None
-            refused.append(Refused(n, str(exc)))
-            if len(refused) >= (MAX_REFUSED if records else MAX_LEADING_REFUSED):
-                first = refused[0]
-                raise TuningLogError(f"tuning log {p}: not a tuning log: {len(refused):,} lines are not records "
-                                     f"(line {first.line}: {first.reason})") from None
+            out.records.append(_parse(raw))
+            out.lines.append(n)
             continue
-        records.append(rec)
-        numbers.append(n)
-    if strict:  # every line up to the last newline is a record: an append need not check them again
-        cut = data.rfind(b"\n") + 1
-        _remember(st, data[:cut], cut, data[:cut].count(b"\n"))
-    if not strict and not records and any(r.line != torn for r in refused):
-        first = next(r for r in refused if r.line != torn)
+        except _Refusal as exc:
+            reason = str(exc)
+        if last_open and _torn(raw):
+            out.torn = n
+            out.refused.append(Refused(n, _TORN))
+            continue
+        if strict:
+            raise _not_ours(p, n, reason)
+        out.refused.append(Refused(n, reason))
+        if len(out.refused) >= (MAX_REFUSED if out.records else MAX_LEADING_REFUSED):
+            first = out.refused[0]
+            raise TuningLogError(f"tuning log {p}: not a tuning log: {len(out.refused):,} lines are not records "
+                                 f"(line {first.line}: {first.reason})")
+    return out
+
+
+def load(path: str | os.PathLike[str]) -> LogContents:
+    """Every line of the log at `path`, as a record or refused with its reason, to apply it (module
+    docstring): `.report()` warns of the refused lines. A file none of whose lines is a record (a torn last
+    line aside) is not a tuning log: TuningLogError naming the first line."""
+    p = Path(path)
+    contents = _scan(p, _read_bytes(p)[0], strict=False)
+    if not contents.records and len(contents.refused) > (contents.torn is not None):
+        first = contents.refused[0]
         raise TuningLogError(f"tuning log {p}: not a tuning log: no line is a record (line {first.line}: "
                              f"{first.reason})")
-    _kept, dups = _choose(records)
-    return LogContents(p, records, numbers, refused, [(numbers[i], numbers[j]) for i, j in dups], torn)
+    return contents
 
 
 def read(path: str | os.PathLike[str]) -> list[Record]:
-    """Every record of the log at `path`, as written (a missing file is an empty log). Strict: a line that
-    is not a record is a TuningLogError naming it (what the tuner checks before it appends); a last line cut
-    short by a crash is skipped with a warning."""
+    """Every record of the log at `path`, as written (a missing file is an empty log). Strict, as appending
+    is (what the tuner checks before its first append): a line that is not a record is a TuningLogError
+    naming it, the file is not ours; a last line cut short by a crash is skipped with a warning."""
     p = Path(path)
     if not p.exists() and not p.is_symlink():
         return []
-    return load(p, strict=True).records
+    data, st = _read_bytes(p)
+    contents = _scan(p, data, strict=True)
+    if contents.torn is not None:
+        warnings.warn(shown(f"tuning log {p}, line {contents.torn}: {_TORN}"), stacklevel=2)
+    cut = data.rfind(b"\n") + 1  # every line up to here is a record: an append need not check them again
+    _CHECKED[(st.st_dev, st.st_ino)] = (cut, data.count(b"\n", 0, cut), data[max(0, cut - _TAIL):cut])
+    return contents.records
 
 
 # --- appending -----------------------------------------------------------------------------------------
@@ -575,67 +558,44 @@ def append(path: str | os.PathLike[str], records: Iterable[Record]) -> None:
 
 
 #: (st_dev, st_ino) of a log -> (bytes, lines) at its start known to be whole records (each line ended),
-#: and the last bytes of them: what `append` need not check again. A log only grows; one that shrank or
-#: whose checked end no longer holds the same bytes (another file on a reused inode) is checked from its start.
+#: and the last _TAIL bytes of them: what `append` need not check again. A log only grows; one that shrank
+#: or whose checked end no longer holds the same bytes (another file on a reused inode) is checked from its
+#: start.
 _CHECKED: dict[tuple[int, int], tuple[int, int, bytes]] = {}
 _TAIL = 256
 
 
-def _remember(st: os.stat_result, data: bytes, size: int, lines: int) -> None:
-    """`data`: the file's bytes up to `size` (at least its last _TAIL ones)."""
-    _CHECKED[(st.st_dev, st.st_ino)] = (size, lines, data[max(0, len(data) - _TAIL):])
-
-
-def _checked(f: Any, st: os.stat_result) -> tuple[int, int]:
-    """(bytes, lines) at the start of the open file `f` known to be records (0, 0: none)."""
-    size, lines, tail = _CHECKED.get((st.st_dev, st.st_ino), (0, 0, b""))
-    if not size or size > st.st_size:
-        return 0, 0
-    f.seek(size - len(tail))
-    return (size, lines) if f.read(len(tail)) == tail else (0, 0)
+def _tail(f: Any, end: int) -> bytes:
+    """The last _TAIL bytes before offset `end` of the open file `f`."""
+    f.seek(max(0, end - _TAIL))
+    return f.read(min(end, _TAIL))
 
 
 def _make_appendable(f: Any, p: Path, st: os.stat_result) -> None:
-    """Before appending: every line of the file must be a record (or blank), and the file must end with a
-    newline. A last line without its newline that is a whole record just lacks it (an edited file): end it.
-    One that is not a record is removed only if it is the start of a line the writer makes and every line
-    before it is a record (a crash while the tuner wrote it: reading skips it, and left there it would end
-    up in the middle of the log); anything else means the file is not ours: TuningLogError, nothing
-    written."""
-    size = st.st_size
-    start, line0 = _checked(f, st)
-    if size - start > MAX_LOG_BYTES:
+    """Before appending: every line of the file since the last check (`_CHECKED`) must be a record (or
+    blank), and the file must end with a newline. A last line without its newline that is a whole record
+    just lacks it (an edited file): end it. One that is not a record is removed only if it is the start of
+    a line the writer makes and every line before it is a record (a crash while the tuner wrote it: reading
+    skips it, and left there it would end up in the middle of the log); anything else means the file is not
+    ours: TuningLogError, nothing written."""
+    start, line0, tail = _CHECKED.get((st.st_dev, st.st_ino), (0, 0, b""))
+    if not start or start > st.st_size or _tail(f, start) != tail:
+        start = line0 = 0
+    if st.st_size - start > MAX_LOG_BYTES:
         raise TuningLogError(f"tuning log {p}: larger than {MAX_LOG_BYTES:,} bytes")
-    back = min(start, _TAIL)  # the checked bytes before `start` too: what _remember keeps of them
-    f.seek(start - back)
-    seen = f.read(size - start + back)
-    data = seen[back:]
+    f.seek(start)
+    data = f.read(st.st_size - start)
+    torn = _scan(p, data, strict=True, line0=line0).torn
     cut = data.rfind(b"\n") + 1
-    not_ours = f"tuning log {p}, line {{}}: {{}}; not a tuning log: refusing to write to it (the file is left as it is)"
-    for n, raw, _open in _lines(data[:cut]):
-        try:
-            _parse(raw)
-        except _Refusal as exc:
-            raise TuningLogError(not_ours.format(line0 + n, exc)) from None
-    nlines = line0 + data[:cut].count(b"\n")
-    last = data[cut:]
-    if last.strip():
-        try:
-            _parse(last)
-        except _Refusal as exc:
-            if not _torn(last):
-                raise TuningLogError(not_ours.format(nlines + 1, exc)) from None
-            warnings.warn(f"tuning log {p}: an incomplete last record ({len(last)} bytes, cut short by a crash) "
-                          "is removed before appending", stacklevel=3)
-            f.truncate(start + cut)
-            _remember(st, seen[:back + cut], start + cut, nlines)
-            return
-    if last:
+    end, lines = start + cut, line0 + data.count(b"\n")
+    if torn is not None:
+        warnings.warn(shown(f"tuning log {p}: an incomplete last record ({len(data) - cut} bytes, cut short by a "
+                            "crash) is removed before appending"), stacklevel=3)
+        f.truncate(end)
+    elif cut < len(data):  # a record (or blanks) without its newline
         f.write(b"\n")
-        seen += b"\n"
-        size += 1
-        nlines += 1
-    _remember(st, seen, size, nlines)
+        end, lines = st.st_size + 1, lines + 1
+    _CHECKED[(st.st_dev, st.st_ino)] = (end, lines, _tail(f, end))
 
 
 def measured(records: Iterable[Record]) -> set[tuple[str, str]]:
@@ -649,19 +609,18 @@ def _point(r: Record) -> tuple[str, str, str, str]:
     return (r.task, r.target, r.unit, r.schedule_key())
 
 
-def _choose(records: Sequence[Record]) -> tuple[list[int], list[tuple[int, int]]]:
-    """(indices of the records that count, one per point, in order of the point's first record;
-    (index, index of the record that counts) of every other)."""
-    chosen: dict[tuple[str, str, str, str], int] = {}  # in order of each point's first record
+def _counted(records: Sequence[Record], key: Callable[[Record], Hashable | None]) -> dict[Hashable, int]:
+    """key -> the index of the record of that key that counts: the first without an error, else the first
+    (in order of each key's first record; a record whose key is None is left out)."""
+    chosen: dict[Hashable, int] = {}
     for i, r in enumerate(records):
-        k = _point(r)
+        k = key(r)
+        if k is None:
+            continue
         j = chosen.get(k)
         if j is None or (r.ok and not records[j].ok):
             chosen[k] = i
-    kept = list(chosen.values())
-    keep = set(kept)
-    dups = [(i, chosen[_point(r)]) for i, r in enumerate(records) if i not in keep]
-    return kept, dups
+    return chosen
 
 
 def unique(records: Iterable[Record]) -> list[Record]:
@@ -669,17 +628,9 @@ def unique(records: Iterable[Record]) -> list[Record]:
     and one default per (task, target, unit): the first record marked `default` without an error (else the
     first marked), a later one of another schedule loses its mark. What every reader of a log works on."""
     rs = list(records)
-    kept, _dups = _choose(rs)
-    out = [rs[i] for i in kept]
-    default: dict[tuple[str, str, str], int] = {}
-    for i, r in enumerate(out):
-        if r.default:
-            k = (r.task, r.target, r.unit)
-            j = default.get(k)
-            if j is None or (r.ok and not out[j].ok):
-                default[k] = i
-    keep = set(default.values())
-    return [dataclasses.replace(r, default=False) if r.default and i not in keep else r for i, r in enumerate(out)]
+    out = [rs[i] for i in _counted(rs, _point).values()]
+    defaults = set(_counted(out, lambda r: (r.task, r.target, r.unit) if r.default else None).values())
+    return [dataclasses.replace(r, default=False) if r.default and i not in defaults else r for i, r in enumerate(out)]
 
 
 # --- what a log says ----------------------------------------------------------------------------------
@@ -715,7 +666,7 @@ def summarize(records: Iterable[Record], describe: Any = None,
         groups.setdefault((r.task, r.target), []).append(r)
     out = []
     for (task, target), rs in groups.items():
-        best = best_records(rs, max_code_growth=max_code_growth).get(task)
+        best = _best(rs, max_code_growth).get(task)
         default = next((r for r in rs if r.default and r.ok and (best is None or r.unit == best.unit)), None)
         workload = next((r.workload for r in rs if r.workload), None)
         text = describe(workload) if (describe is not None and workload) else task
@@ -731,7 +682,12 @@ def best_records(records: Iterable[Record], target: str | None = None,
     code size are not limited). Costs in different units never compete: a task measured both in
     instructions (QEMU) and in seconds (a board, the host) is judged in the unit of its last record without
     error, i.e. by the latest measurement campaign. Works on `unique(records)`."""
-    ok = [r for r in unique(records) if r.ok and (target is None or r.target == target)]
+    return _best([r for r in unique(records) if target is None or r.target == target], max_code_growth)
+
+
+def _best(records: Iterable[Record], max_code_growth: float | None) -> dict[str, Record]:
+    """best_records of records that are already `unique`."""
+    ok = [r for r in records if r.ok]
     unit = {r.task: r.unit for r in ok}  # the last one wins
     limit: dict[str, float] = {}
     if max_code_growth is not None:

@@ -36,6 +36,7 @@ from utvm.compiler import memory
 from utvm.compiler.kernels import DL_TYPES, KernelCode, KernelContext, c_literal, define_helper, register
 from utvm.errors import CompileError
 from utvm.ir.graph import Node
+from utvm.support.ctext import c_string
 
 HEADER = "tvm/runtime/crt/utvm_custom_op.h"
 define_helper("custom_op_h", f"#include <{HEADER}>", "")
@@ -153,7 +154,7 @@ def custom(ctx: KernelContext) -> KernelCode:
         lines.append(f"sum[{j}] = {sum_fn}({ctx.inputs[i]}, {in_bytes[i]}U);")
     lines += [f"rc = {ctx.func_name}_user(t, {n_in}, t + {n_in}, {n_out});",
               "if (rc != 0) {", "  return rc;", "}"]
-    name = _c_string(p.name)
+    name = f'"{c_string(p.name)}"'
     report = violation_function(ctx.file.prefix)
     for k, (s, n) in enumerate(zip(slots, out_bytes, strict=True)):
         lines += [f"if (tvm_guard_intact({_at(s - g)}) == 0) {{", f"  return {report}({name}, {k}, -1);", "}",
@@ -172,11 +173,6 @@ def custom(ctx: KernelContext) -> KernelCode:
 def _at(offset: int) -> str:
     """The C address `offset` bytes into the operator's scratch area."""
     return f"scratch + {offset}" if offset else "scratch"
-
-
-def _c_string(name: str) -> str:
-    """An operator name (custom_ops._NAME: letters, digits and `_.-/`) as a C string literal."""
-    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _bytes_init(data: bytes) -> str:

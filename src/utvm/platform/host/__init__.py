@@ -143,7 +143,8 @@ def build_device(
     generated = _resolve(system_lib_sources, "system library source")
     # the user's C: --extra-source files, then a user operator's C among the generated sources
     user_sources = _resolve(extra_sources, "extra source") + [p for p in generated if is_user_source(p)]
-    extras = user_sources + [p for p in generated if not is_user_source(p)]
+    lib_sources = [p for p in generated if not is_user_source(p)]
+    extras = user_sources + lib_sources
     includes = [Path(d).resolve() for d in include_dirs]
     for d in includes:
         if not d.is_dir():
@@ -179,7 +180,7 @@ def build_device(
                     "-c", str(src), "-o", str(obj)], what=f"compiling {src}")
             objects.append(obj)
         return cc.compile_link(
-            [*objects, *extras[len(user_sources):]], tmp / EXECUTABLE_NAME, include_dirs=[*incs, *user_incs],
+            [*objects, *lib_sources], tmp / EXECUTABLE_NAME, include_dirs=[*incs, *user_incs],
             cflags=["-std=c99", *OPT_FLAGS, *san], ldflags=[*san, "-lm"], libs=[libs[name] for name in CRT_LIBS],
             cc=compiler,
         )

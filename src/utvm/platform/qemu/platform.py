@@ -89,10 +89,9 @@ class CortexMFirmware:
             if not path.is_file():
                 raise PlatformError(f"{self.name}: source {str(path)!r} does not exist")
             name = user_code.staged_name(path) if is_user else path.name
-            if name in sources:
-                where = f" ({origin[name]} and {path})" if name in origin else ""
+            if name in sources:  # (every name in sources has its origin)
                 error = UsageError if is_user or name in user_names else PlatformError
-                raise error(f"{self.name}: two sources would be src/{name}{where}; rename one")
+                raise error(f"{self.name}: two sources would be src/{name} ({origin[name]} and {path}); rename one")
             if is_user:
                 user_names.add(name)
             origin[name] = path

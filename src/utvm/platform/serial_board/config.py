@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import stat
 import string
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from utvm.errors import UsageError
+from utvm.support import files
 
 ENV_VAR = "UTVM_BOARD_CONFIG"
 FLASH_PLACEHOLDERS = ("elf", "hex", "bin", "port")
@@ -233,7 +233,7 @@ def _kind(value: Any) -> str:
 
 def _short(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**40:
-        return f"an integer of {len(str(abs(value)))} digits"  # repr of a huge int is slow, and no help
+        return f"an integer of {len(str(abs(value)))} digits"  # its first 37 digits would be no help
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -278,44 +278,10 @@ def expand(argv: Sequence[str], values: Mapping[str, str]) -> list[str]:
 
 # --- reading the file ---------------------------------------------------------------------------------------
 
-def _file_kind(mode: int) -> str:
-    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-    return next((kind for test, kind in kinds if test(mode)), "not a regular file")
-
-
 def read_regular_file(path: Path, limit: int, what: str, where: str) -> bytes:
     """The bytes of `path` (`what` it is, e.g. "the board configuration"), a regular file of at most `limit`
-    bytes: checked before it is opened and again on what was opened, which never blocks (O_NONBLOCK: a FIFO
-    swapped in meanwhile is not waited on). Anything else is a UsageError beginning with `where`."""
-    def refuse(why: str) -> UsageError:
-        return UsageError(f"{where}: {why}")
-
-    not_regular = f"{what} must be a regular file, not {{}}"
-    try:
-        mode = os.stat(path).st_mode
-        if not stat.S_ISREG(mode):
-            raise refuse(not_regular.format(_file_kind(mode)))
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise refuse(f"cannot read {what}: {exc.strerror or exc}") from None
-    too_big = refuse(f"{what} is larger than {limit} bytes")
-    data = bytearray()
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):  # replaced between the stat and the open
-            raise refuse(not_regular.format(_file_kind(st.st_mode)))
-        if st.st_size > limit:
-            raise too_big
-        while chunk := os.read(fd, min(1 << 16, limit + 1 - len(data))):
-            data += chunk
-            if len(data) > limit:  # it grew while being read
-                raise too_big
-    except OSError as exc:
-        raise refuse(f"cannot read {what}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    return bytes(data)
+    bytes (utvm.support.files.read_regular_file); anything else is a UsageError `<where>: <what>: <why>`."""
+    return files.read_regular_file(path, limit, lambda why: UsageError(f"{where}: {what}: {why}"))[0]
 
 
 def _read_board_toml(path: Path, origin: str) -> str:
@@ -404,14 +370,6 @@ def cortex_m_targets() -> list[str]:
     return [name for name, t in TARGETS.items() if t.is_cortex_m]
 
 
-def _firmware_file_names() -> frozenset[str]:
-    """The names of the files utvm itself puts beside the board files (a board file may not take one)."""
-    from utvm.platform.qemu.project import PLATFORM_DIR
-    from utvm.platform.serial_board.platform import GLUE_FILES, PORTABLE_BOARD_FILES
-
-    return frozenset({*PORTABLE_BOARD_FILES, *GLUE_FILES, *(f.name for f in PLATFORM_DIR.iterdir())})
-
-
 def load_board_config(path: str | os.PathLike[str], *, origin: str = "") -> BoardConfig:
     """Parse and check a board.toml (see the module docstring). `origin` says, in the errors about the file
     itself, where its name came from (" (named by $UTVM_BOARD_CONFIG)")."""
@@ -478,8 +436,10 @@ def load_board_config(path: str | os.PathLike[str], *, origin: str = "") -> Boar
             raise build.error(f"cflags[{i}]", f"{_short(flag)} makes the compiler write a file of its own choosing "
                                               "(outputs and dependency files are the firmware Makefile's): "
                                               "not allowed in cflags")
+    from utvm.platform.serial_board.platform import utvm_board_file_names
+
     names: dict[str, str] = {}
-    ours = _firmware_file_names()
+    ours = utvm_board_file_names()
     for key, p in [("linker_script", linker_script), ("startup", startup),
                    *((f"sources[{i}]", s) for i, s in enumerate(sources))]:
         if p is None:

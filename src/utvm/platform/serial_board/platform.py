@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import re
 import selectors
 import shutil
 import signal
@@ -74,6 +73,13 @@ GLUE_FILES = ("utvm_serial_board.h", "serial_glue.c")
 REOPEN_DELAY_S = 0.5
 #: The bytes of a board command's output kept for its error message (its last line).
 OUTPUT_TAIL_BYTES = 64 * 1024
+
+
+def utvm_board_file_names() -> frozenset[str]:
+    """The names of the files utvm itself puts in a board project's board/ (the portable template files, the
+    glue, the TVMPlatform hooks): no board file takes one (config.load_board_config refuses it, and a
+    header beside a board source of such a name is left out)."""
+    return frozenset({*PORTABLE_BOARD_FILES, *GLUE_FILES, *(f.name for f in PLATFORM_DIR.iterdir())})
 
 
 class _ConfiguredTarget:
@@ -265,11 +271,12 @@ class SerialBoardPlatform(CortexMFirmware):
     def board_files(self) -> dict[str, str | bytes]:
         """board/ of the project beyond the portable template files: utvm's glue and the board's own files.
         Each of these is a regular file of at most MAX_BOARD_FILE_BYTES (else a UsageError naming the key),
-        copied as bytes (a vendor file in Latin-1 builds as it is); none takes the name of a file utvm puts
-        in board/ (the template's, the glue, the TVMPlatform hooks)."""
+        copied as bytes (a vendor file in Latin-1 builds as it is). The names of the board's own files were
+        checked when the config was read (none is utvm's, no two alike); a header beside them that has the
+        name of one of utvm's files, or of a header copied before it, is left out."""
         cfg = self.config
         files: dict[str, str | bytes] = {name: (TEMPLATE_DIR / name).read_text() for name in GLUE_FILES}
-        taken = {*PORTABLE_BOARD_FILES, *GLUE_FILES, *(f.name for f in PLATFORM_DIR.iterdir())}
+        ours = utvm_board_file_names()
         assert cfg.linker_script is not None and cfg.startup is not None
         named = [("linker_script", cfg.linker_script), ("startup", cfg.startup),
                  *((f"sources[{i}]", s) for i, s in enumerate(cfg.sources))]
@@ -279,14 +286,10 @@ class SerialBoardPlatform(CortexMFirmware):
                                      f"{cfg.path}: [build] {key}")
 
         for key, p in named:
-            if p.name in taken:
-                raise PlatformError(f"{cfg.path}: [build] {key}: a board file is already named {p.name!r} "
-                                    "(rename it)")
-            taken.add(p.name)
             files[p.name] = content(key, p)
         for key, p in named[1:]:  # a driver's own headers, next to it (utvm's files keep their names)
             for h in sorted(p.parent.glob("*.h")):
-                if h.name not in taken and h.name not in files:
+                if h.name not in ours and h.name not in files:
                     files[h.name] = content(f"{key} (a header beside it)", h)
         return files
 
@@ -348,7 +351,7 @@ class SerialBoardPlatform(CortexMFirmware):
         with tempfile.TemporaryDirectory(prefix="utvm-serial-gen-") as tmp:
             staged = generate_project(spec, Path(tmp) / "project")
             key = cc.hash_inputs([staged], [cfg.name, *cfg.build_command])
-            slug = re.sub(r"[^A-Za-z0-9_.+-]", "_", cfg.name)[:64]  # config.py allows spaces in names
+            slug = cfg.name.replace(" ", "_")  # config.py's names: 1-64 of letters, digits, space, _ . + -
             project = cc.cache_dir() / "serial-board" / f"{slug}-{key[:16]}"
             if project.exists():
                 shutil.rmtree(project)
