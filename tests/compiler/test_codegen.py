@@ -7,6 +7,7 @@ import ctypes
 import re
 import shutil
 import subprocess
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -308,3 +309,117 @@ def test_a_constant_output_holding_nan_and_infinity_compiles(conv: str) -> None:
     got_y, got_k = LocalModel(compiled).run([np.array([-1, 2, -3, 4], np.float32)])
     assert got_y.tolist() == [0, 2, 0, 4]
     np.testing.assert_array_equal(got_k, special)
+
+
+# --- what the kernels report equals what their C holds ------------------------------------------------------
+
+TESTS = Path(__file__).resolve().parents[1]
+# the kernel_harness batches of tests/compiler: (module, builder, arguments; "rng" is a generator)
+_BATCHES = (
+    ("test_kernels_activation", "_int8_batch", ()), ("test_kernels_quantize", "_batch", ()),
+    ("test_kernels_softmax", "_batch", ("int8",)), ("test_kernels_softmax", "_batch", ("float32",)),
+    ("test_kernels_elementwise", "_batch", ("int8",)), ("test_kernels_elementwise", "_batch", ("float32",)),
+    ("test_kernels_dense", "_batch", ("rng",)), ("test_kernels_layout", "_batch", ("int8", "rng")),
+    ("test_kernels_layout", "_batch", ("float32", "rng")), ("test_kernels_matmul", "_matmul_batch", ("int8", "rng")),
+    ("test_kernels_matmul", "_matmul_batch", ("float32", "rng")), ("test_kernels_pool", "_pool_batch", ("int8", "rng")),
+    ("test_kernels_pool", "_pool_batch", ("float32", "rng")), ("test_kernels_depthwise_dsp", "make_batch", ("rng", 8)),
+    ("test_kernels_elementwise_tables", "make_batch", ("rng", 10)),
+    ("test_kernels_pool_simd", "make_batch", ("rng", 8)), ("test_schedules_gemm", "make_batch", ("rng", 6, 4)))
+
+
+# the modules of tests/tflm whose case lists are single-op models of every op family
+_TFLM_FAMILIES = ("unary", "binary", "gather", "movement", "reduce", "recurrent", "signal", "conv")
+
+
+def _case_lists(mod: object) -> list[str]:
+    """The TFLM case lists of a tests/tflm module: its functions `*cases()` of no argument (not `all_cases`,
+    the union of the others)."""
+    return [name for name, fn in sorted(vars(mod).items())
+            if name.endswith("cases") and name != "all_cases" and callable(fn) and hasattr(fn, "__code__")
+            and fn.__module__ == getattr(mod, "__name__", "") and fn.__code__.co_argcount == 0]
+
+
+def _repo_graphs() -> list[tuple[str, Graph, bool]]:
+    """(name, graph, whether to run the passes) of every model in the repo (that imports), of the float models of
+    tests/platform/test_qemu_libm.py, of every TFLM case list of tests/tflm (merged per list) and of the
+    kernel_harness batches of tests/compiler."""
+    import importlib
+    import sys
+
+    from utvm.frontend import from_onnx, from_tflite
+
+    for d in (TESTS, TESTS / "compiler", TESTS / "tflm", TESTS / "platform"):
+        if str(d) not in sys.path:
+            sys.path.insert(0, str(d))
+    out: list[tuple[str, Graph, bool]] = []
+    for p in sorted(MODELS.rglob("*")):
+        if p.suffix in (".tflite", ".onnx") and "subset" not in p.parts:
+            try:
+                out.append((str(p.relative_to(MODELS)), load(p), True))
+            except Exception:  # noqa: BLE001 - a model utvm refuses (hybrid) has no C to check
+                continue
+    libm = importlib.import_module("test_qemu_libm")
+    out += [("libm-onnx", from_onnx(libm.libm_model()), True),
+            ("libm-tflite", from_tflite(libm.libm_model_tflite()), True)]
+    harness = importlib.import_module("tflm_harness")
+    for family in _TFLM_FAMILIES:
+        mod = importlib.import_module(f"test_tflm_{family}")
+        for name in _case_lists(mod):
+            cases = getattr(mod, name)()
+            graph = harness.merge([(f"c{i}", from_tflite(c.model)) for i, c in enumerate(cases)])
+            out.append((f"test_tflm_{family}.{name}", graph, False))
+    for modname, fn, args in _BATCHES:
+        rng = np.random.default_rng(5)
+        batch = getattr(importlib.import_module(modname), fn)(*(rng if a == "rng" else a for a in args))
+        out.append((f"{modname}.{fn}{args}", batch.graph(), False))
+    return out
+
+
+_SPECIALS = re.compile(r"\b(NAN|INFINITY)\b")
+
+
+def test_what_the_kernels_report_is_what_their_c_calls() -> None:
+    """On every model and kernel test batch of the repo, the <math.h> functions the kernels reported
+    (`ctx.libm`, helpers' `libm`: the metadata's `libm_functions`) are exactly the ones the text of the C
+    calls, and a file includes <math.h> exactly when it calls one or spells NAN / INFINITY: a kernel that
+    forgets to report a call (or a literal) fails here."""
+    wrong: list[str] = []
+    every_call: set[str] = set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # import quirks of the TFLM cases (tests/tflm checks them)
+        graphs = _repo_graphs()
+    assert len(graphs) > 40
+    for name, graph, passes in graphs:
+        compiled = compile(graph, passes=passes)
+        recorded = compiled.libm_functions
+        assert recorded == tuple(compiled.metadata["modules"]["default"]["utvm"]["libm_functions"])
+        scanned = codegen.libm_functions(compiled.sources)
+        if recorded != scanned:
+            wrong.append(f"{name}: recorded {recorded}, the C calls {scanned}")
+        every_call.update(recorded)
+        for fname in ("tvmgen_default_ops.c", "tvmgen_default_main.c"):
+            text = compiled.sources[fname]
+            code = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+            needs = bool(codegen.libm_functions({fname: text})) or bool(_SPECIALS.search(code))
+            if ("#include <math.h>" in text) != needs:
+                wrong.append(f"{name}: {fname} {'lacks' if needs else 'needlessly has'} #include <math.h>")
+    assert not wrong, "\n".join(wrong)
+    # the graphs reach every kind of report: kernel calls, helper calls, double and float functions
+    assert {"expf", "tanhf", "sqrtf", "logf", "floorf", "fmodf", "exp", "expm1f"} <= every_call, every_call
+
+
+def test_a_kernel_reports_libm_calls_and_float_specials() -> None:
+    """`ctx.libm` refuses a name <math.h> does not declare; `ctx.float_literal` of an infinity is recorded."""
+    from utvm.compiler.kernels import FileScope, KernelContext
+    from utvm.errors import CompileError
+
+    g = int8_graph()
+    ctx = KernelContext(g.nodes[0], 0, g, "single", "f", FileScope("p"), {0: "in0"}, ["out0"])
+    assert ctx.libm("expf") == "expf" and ctx.file.libm == {"expf"} and ctx.libm_calls == {"expf"}
+    with pytest.raises(CompileError, match="not a C99 <math.h> function"):
+        ctx.libm("my_expf")
+    assert not ctx.file.float_specials
+    assert ctx.float_literal(1.5) == "1.5f" and not ctx.file.float_specials
+    assert ctx.literal(-2**31, "int32") == "(-2147483647 - 1)" and not ctx.file.float_specials
+    assert ctx.literal(float("inf"), "float32") == "INFINITY" and ctx.file.float_specials
+    assert FileScope("q").includes_math_h is False and ctx.file.includes_math_h

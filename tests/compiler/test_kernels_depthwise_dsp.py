@@ -9,6 +9,7 @@ requantization) on QEMU Cortex-M4. Each batch is one build: every node has its o
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -101,11 +102,45 @@ def _kws_like(target: str) -> tuple[Batch, dict[str, Any]]:
 
 def test_defaults_planes_on_cortex_m_and_the_direct_kernel_on_the_host() -> None:
     _b, m4 = _kws_like("cortex-m4")
-    assert m4["algo"] == "plane" and m4["dw_cb"] == 4 and m4["requant"] == "dbl" and m4["dw_px"] == 2
+    assert m4["algo"] == "plane" and m4["c_block"] == 4 and m4["requant"] == "dbl" and m4["px_block"] == 2
     _b, m3 = _kws_like("cortex-m3")
     assert m3["algo"] == "plane" and m3["requant"] == "fast" and m3["no_sched"] is False
     _b, host = _kws_like("host")
     assert host["algo"] == "direct"
+
+
+def test_points_of_old_tuning_logs_still_apply() -> None:
+    """A point written before the knobs were renamed (a flat dict: dw_px, dw_oc, dw_cb, dw_wload, unroll as a
+    bool and, for algo=direct, the plane knobs' "off" values) is read through the space's `legacy` names and
+    `added` values: choose_schedule takes it without a warning and the code is the new-format point's."""
+    rng = np.random.default_rng(8)
+    b = Batch()
+    x = b.input("x", (1, 6, 7, 3), "int8", per_tensor(0.05, 3))
+    wt = b.const("w", int8_weights(rng, (1, 3, 3, 6)), per_channel(scales(rng, 6), 3))
+    b.apply("depthwise_conv2d", [x, wt], "y", {"strides": (1, 1), "dilation": (1, 1), "padding": (1, 1, 1, 1),
+                                               "depth_multiplier": 2, "activation": "relu"}, per_tensor(0.02, -5))
+    graph = b.graph()
+    ((key, space),) = spaces(graph, "cortex-m4", "double")
+    off = {"dw_px": 1, "dw_oc": 1, "dw_cb": 1, "requant": "c", "unroll": False, "dw_wload": "reg", "no_sched": False}
+    cases = [
+        ({"algo": "plane", "dw_px": 2, "dw_oc": 2, "dw_cb": 1, "requant": "dbl", "unroll": True, "dw_wload": "mem",
+          "no_sched": True},
+         {"algo": "plane", "px_block": 2, "oc_block": 2, "c_block": 1, "requant": "dbl", "row_unroll": True,
+          "copy_unroll": True, "w_load": "mem", "no_sched": True}),
+        ({"algo": "direct", **off}, {"algo": "direct", "taps": "unrolled", "m_regs": True}),
+    ]
+    for old, new in cases:
+        assert space.check(new) is None and space.check(old) is not None
+        sources = []
+        for point in (old, new):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                compiled = compile(graph, passes=False, rounding="double", target="cortex-m4",
+                                   schedules={key: point})
+            (op,) = [o for o in compiled.operators if o.task]
+            assert op.schedule_source == "given" and op.schedule == new, op
+            sources.append(ops_source(compiled))
+        assert sources[0] == sources[1]
 
 
 def test_dsp_plane_code_uses_simd_and_no_floating_point() -> None:
@@ -120,7 +155,7 @@ def test_dsp_plane_code_uses_simd_and_no_floating_point() -> None:
 def test_far_words_are_loaded_singly() -> None:
     from utvm.compiler.kernels.depthwise import word_loads
 
-    out = word_loads([("a", 1016), ("b", 1020), ("c", 1024), ("d", 1028)], "rb", "tvm_ld16x2a")
+    out = word_loads([("a", 1016), ("b", 1020), ("c", 1024), ("d", 1028)], "rb", "tvm_ld16x2a", "TVM_LDRD")
     assert out == ["uint32_t a;", "uint32_t b;", "TVM_LDRD(a, b, rb, 1016);",
                    "const uint32_t c = tvm_ld16x2a(rb + 512);", "const uint32_t d = tvm_ld16x2a(rb + 514);"]
 
@@ -150,7 +185,7 @@ def test_unaligned_plan_pairs_adjacent_taps_and_dilated_taps_stay_single() -> No
 
 
 def _dbl_asm_model(acc: int, m: int, n: int, zp: int) -> int:
-    """The instructions of depthwise.dbl_requant_helper on 32-bit values: SMMULR; ADD r, r, r ASR #31;
+    """The instructions of requant.dbl_requant_helper on 32-bit values: SMMULR; ADD r, r, r ASR #31;
     ASRS r, r, #n (carry = bit n - 1); ADC r, r, #zp (or SBC r, r, #(-zp - 1): r - (-zp - 1) - !carry)."""
     x2 = 2 * acc
     assert -(2**31) <= x2 < 2**31

@@ -1,5 +1,6 @@
 """int8/float add, sub, mul kernels vs utvm.ir.run_reference (bit-exact int8), and the 32-bit input rescale
-of int8 add/sub (utvm.compiler.kernels.elementwise) checked exhaustively against the 64-bit helper.
+of int8 add/sub (utvm.compiler.kernels.requant.rescale_input_stmts) checked exhaustively against the 64-bit
+helper.
 
 The cases spread zero points over the whole int8 range (|x - zp| up to 255), scale ratios from 1:1 to
 1:1000 (input multipliers from 2^30 down to tiny ones with large right shifts), broadcasting and every
@@ -26,7 +27,7 @@ from kernel_harness import (  # noqa: E402
 )
 
 from utvm.compiler.kernels import helper_source  # noqa: E402
-from utvm.compiler.kernels.elementwise import rescale_input_stmts  # noqa: E402
+from utvm.compiler.kernels.requant import rescale_input_stmts  # noqa: E402
 from utvm.ops import _quant  # noqa: E402
 from utvm.support import cc  # noqa: E402
 

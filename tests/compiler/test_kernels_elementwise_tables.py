@@ -120,7 +120,10 @@ def test_defaults() -> None:
     b.apply("mul", [x, k], "p", {"activation": "none"}, per_tensor(0.1, 2))
     (_, add_m4), (_, mul_m4) = spaces(b.graph(), "cortex-m4", "double")
     assert add_m4.default == {"algo": "table", "requant": "dbl", "unroll": 4}
-    assert mul_m4.default["algo"] == "lut"
+    assert mul_m4.default == {"algo": "lut"}
+    # a point of a tuning log written before the space was conditional ("off" values for direct and lut)
+    assert add_m4.normalize({"algo": "direct", "requant": "c", "unroll": 1}) == {"algo": "direct"}
+    assert add_m4.check({"algo": "direct"}) is None and mul_m4.check({"algo": "lut"}) is None
     (_, add_m3), _ = spaces(b.graph(), "cortex-m3", "double")
     assert add_m3.default == {"algo": "table", "requant": "fast", "unroll": 4}
 

@@ -85,7 +85,10 @@ def test_kws_average_pool_defaults_to_simd_sums_on_the_m4() -> None:
                                      "dilation": (1, 1), "ceil_mode": False, "count_include_pad": False,
                                      "activation": "none"}, per_tensor(0.05, -128))
     ((_key, space),) = spaces(b.graph(), "cortex-m4", "double")
-    assert space.default == {"algo": "cblock", "pool_cb": 8, "requant": "c"}
+    assert space.default == {"algo": "cblock", "c_block": 8, "requant": "c", "tap_unroll": True}
+    # points of tuning logs written before the rename (pool_cb; no tap_unroll; "off" values for direct)
+    assert space.normalize({"algo": "cblock", "pool_cb": 8, "requant": "c"}) == space.default
+    assert space.normalize({"algo": "direct", "pool_cb": 4, "requant": "c"}) == {"algo": "direct"}
     src = ops_source(compile(b.graph(), passes=False, rounding="double", target="cortex-m4"))
     assert "__sxtab16" in src and "tvm_sxtab16_ror8" in src
     ((_key, host),) = spaces(b.graph(), "host", "double")

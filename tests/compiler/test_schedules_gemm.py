@@ -9,6 +9,7 @@ Cortex-M4. Each batch is one build: every node has its own workload and its own 
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kernel_harness import Batch, int8_weights, per_channel, per_tensor, scales  # noqa: E402
 from schedule_harness import check_batch, run_local, run_on_platform, sweep  # noqa: E402
 
+from utvm.compiler.kernels import FileScope, KernelContext  # noqa: E402
 from utvm.compiler.kernels._gemm import Requant, pad4  # noqa: E402
+from utvm.compiler.kernels.conv import direct_default, direct_knobs  # noqa: E402
+from utvm.compiler.lower import choose_schedule, fold_constant_aliases  # noqa: E402
+from utvm.compiler.schedule import Schedule  # noqa: E402
 from utvm.target import get_target  # noqa: E402
 
 ACTS = ("none", "relu", "relu6", "relu_n1_to_1")
@@ -130,3 +135,66 @@ def test_single_rounding_short_form_is_exact() -> None:
 
 def test_pad4() -> None:
     assert [pad4(k) for k in (1, 3, 4, 5, 8, 27)] == [4, 4, 4, 8, 8, 28]
+
+
+# --- old tuning logs ------------------------------------------------------------------------------------------
+
+def _contexts(target: str) -> list[KernelContext]:
+    """A context for every node of a batch of 2 convs and 2 denses (node order: convs first)."""
+    graph = fold_constant_aliases(make_batch(np.random.default_rng(5), 2, 2).graph())
+    return [KernelContext(node, i, graph, "double", f"f{i}", FileScope("p"), {}, ["out0"], target)
+            for i, node in enumerate(graph.nodes)]
+
+
+#: points as tuning logs wrote them before the spaces became conditional: flat, every knob named, the GEMM's
+#: unroll called k_unroll (a gemm point of the old conv2d / dense spaces on Cortex-M4, and their direct point)
+OLD_GEMM = {"algo": "gemm", "px_block": 1, "oc_block": 2, "k_unroll": 1, "w_fmt": "i16", "requant": "c",
+            "no_sched": True, "ext": "acle", "share": False}
+OLD_DIRECT = {"algo": "direct", "px_block": 2, "oc_block": 2, "k_unroll": 2, "w_fmt": "i8", "requant": "c",
+              "no_sched": False, "ext": "c", "share": False}
+
+
+@pytest.mark.parametrize("target, old, new", [
+    ("cortex-m4", OLD_GEMM, {"algo": "gemm", "px_block": 1, "oc_block": 2, "unroll": 1, "w_fmt": "i16",
+                             "requant": "c", "no_sched": True, "ext": "acle", "share": False}),
+    ("host", OLD_DIRECT, {"algo": "direct"}),
+])
+def test_old_flat_points_apply_without_a_warning(target: str, old: Schedule, new: Schedule) -> None:
+    for ctx in _contexts(target):
+        key = ctx.task_key()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got_key, point, source = choose_schedule(ctx, {key: dict(old)})
+        assert (got_key, point, source) == (key, new, "given"), ctx.node.op
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"requant": "dbl"}, "requant dbl: the GEMM has no doubled-accumulator form"),
+    ({"ext": "neon"}, "knob 'ext' = 'neon' is not one of ['acle', 'asm']"),
+    ({"w_fmt": "i4"}, "knob 'w_fmt' = 'i4' is not one of ['i8', 'i16']"),
+])
+def test_a_point_naming_a_knob_value_the_space_lacks_is_refused_in_one_line(change: Schedule, reason: str) -> None:
+    for ctx in _contexts("cortex-m4"):
+        key = ctx.task_key()
+        notes: list[str] = []
+        with pytest.warns(UserWarning) as caught:
+            got_key, point, source = choose_schedule(ctx, {key: {**OLD_GEMM, **change}}, notes.append)
+        assert source == "default" and point["algo"] == "gemm", point
+        (msg,) = notes
+        assert "\n" not in msg and f"({reason})" in msg and str(caught[0].message) == msg
+
+
+def test_direct_knobs_are_the_depthwise_constants_of_old() -> None:
+    """The direct kernel's knobs (shared with the depthwise space): none for conv2d; taps written out up to
+    32 and m locals up to a depth multiplier of 16 by default, as the kernel always did."""
+    from utvm.ops.conv2d import Conv2DParams
+
+    def params(op: str, kernel: tuple[int, int], m: int) -> Conv2DParams:
+        return Conv2DParams(op, "int8", (1, 8, 8, 2), (1, *kernel, 2 * m), (1, 8, 8, 2 * m), (1, 1), (1, 1),
+                            (0, 0, 0, 0), 1, m, False, "none", -128, 127)
+
+    assert direct_knobs(params("conv2d", (3, 3), 1)) == ()
+    assert [k.name for k in direct_knobs(params("depthwise_conv2d", (3, 3), 1))] == ["taps"]
+    assert [k.name for k in direct_knobs(params("depthwise_conv2d", (3, 3), 2))] == ["taps", "m_regs"]
+    assert direct_default(params("depthwise_conv2d", (4, 8), 16)) == {"taps": "unrolled", "m_regs": True}
+    assert direct_default(params("depthwise_conv2d", (6, 6), 17)) == {"taps": "loop", "m_regs": False}

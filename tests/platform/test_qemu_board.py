@@ -1,4 +1,4 @@
-"""The QEMU board layer: command line, project generation, and the hello firmware on all three boards
+"""The QEMU board layer: command line, project generation, and the hello firmware on every board
 (startup, UART0 binary-clean both ways, SysTick determinism under -icount, per-boot randomness, semihosting
 exit status)."""
 
@@ -28,14 +28,25 @@ def hello_spec(board_name: str) -> FirmwareSpec:
 
 def test_board_table() -> None:
     assert {b: BOARDS[b].machine for b in BOARDS} == {
+        "qemu-cortex-m0": "mps2-an385",  # Armv6-M code on the AN385's Cortex-M3 (test_qemu_image_check.py)
         "qemu-cortex-m3": "mps2-an385",
         "qemu-cortex-m4": "mps2-an386",
         "qemu-cortex-m7": "mps2-an500",
+        "qemu-cortex-m33": "mps2-an505",
     }
     assert "-mfloat-abi=hard" in BOARDS["qemu-cortex-m4"].cpu_flags
     assert "-mfpu=fpv4-sp-d16" in BOARDS["qemu-cortex-m4"].cpu_flags
-    with pytest.raises(PlatformError, match="qemu-cortex-m0"):
-        get_board("qemu-cortex-m0")
+    assert BOARDS["qemu-cortex-m33"].cpu_flags == ("-mcpu=cortex-m33", "-mthumb", "-mfloat-abi=hard",
+                                                   "-mfpu=fpv5-sp-d16")
+    # The AN505 runs Secure: the Secure aliases of its SSRAMs and UART0, the expansion interrupt 0 (NVIC 32),
+    # 20 MHz; the MPS2 defaults of utvm_mps2.h are never restated for the other boards.
+    assert BOARDS["qemu-cortex-m33"].c_defines == ("UTVM_UART0_BASE=0x50200000u", "UTVM_UART0_RX_IRQ=32u",
+                                                   "UTVM_CPU_CLOCK_HZ=20000000u")
+    assert BOARDS["qemu-cortex-m33"].instructions_per_tick == 50
+    assert all(BOARDS[b].c_defines == () and BOARDS[b].instructions_per_tick == 40
+               for b in BOARDS if b != "qemu-cortex-m33")
+    with pytest.raises(PlatformError, match="qemu-cortex-m85.*known boards: qemu-cortex-m0"):
+        get_board("qemu-cortex-m85")
 
 
 def test_qemu_command_is_binary_clean_and_deterministic() -> None:
@@ -57,17 +68,22 @@ def test_crt_config_overrides() -> None:
         crt_config_text({"UTVM_X": 1})
 
 
-def test_generated_project_builds_with_make_alone(tmp_path) -> None:
-    project = generate_project(hello_spec("qemu-cortex-m3"), tmp_path / "hello")
+@pytest.mark.parametrize("board_name, flash, ram", [("qemu-cortex-m3", 0x00000000, 0x20000000),
+                                                     ("qemu-cortex-m33", 0x10000000, 0x38000000)])
+def test_generated_project_builds_with_make_alone(tmp_path, board_name: str, flash: int, ram: int) -> None:
+    project = generate_project(hello_spec(board_name), tmp_path / "hello")
     assert {p.name for p in (project / "board").iterdir()} >= {"startup.c", "uart.c", "timer.c", "mps2.ld"}
     subprocess.run(["make", "-s", "-C", str(project)], check=True, capture_output=True)
     elf = project / "build" / "firmware.elf"
-    head = elf.read_bytes()[:20]
+    head = elf.read_bytes()[:28]
     assert head[:4] == b"\x7fELF" and int.from_bytes(head[18:20], "little") == 40  # EM_ARM
-    # The vector table sits at 0x0: the first word is the initial stack pointer, the top of the 4 MiB RAM.
+    assert int.from_bytes(head[24:28], "little") & ~1 >= flash  # e_entry: Reset_Handler, in the code memory
+    # The vector table starts the code memory (where the core reads it at reset: 0x0, or the AN505's Secure
+    # vector table at 0x10000000): the first word is the initial stack pointer, the top of the 4 MiB RAM.
     binary = (project / "build" / "firmware.bin").read_bytes()
-    assert int.from_bytes(binary[0:4], "little") == 0x20400000
-    assert int.from_bytes(binary[4:8], "little") & 1 == 1  # Thumb reset handler
+    assert int.from_bytes(binary[0:4], "little") == ram + 0x400000
+    reset = int.from_bytes(binary[4:8], "little")
+    assert reset & 1 == 1 and flash < reset < flash + len(binary)  # a Thumb reset handler in the image
 
 
 def run_hello(board_name: str, delay: float, status: int) -> tuple[bytes, bytes]:
@@ -95,9 +111,14 @@ def test_hello_firmware(board_name: str) -> None:
     # The device polled the UART a different number of times in the two runs (the host waited 0.25 s in
     # one), yet the workload's tick count is identical: readings start on a tick edge.
     assert t1 == t2
-    ticks = int(t1, 16)
-    # 12345 iterations of a 3-instruction loop; one tick = 40 instructions under -icount shift=0.
-    assert 12345 * 3 <= ticks * 40 <= 12345 * 3 + 400
+    board = BOARDS[board_name]
+    instructions = int(t1, 16) * board.instructions_per_tick  # 40 at 25 MHz, 50 on the AN505's 20 MHz
+    if board.isa_check is None:
+        # 12345 iterations of a 3-instruction loop (Thumb-2: the constants stay in registers).
+        assert 12345 * 3 - board.instructions_per_tick <= instructions <= 12345 * 3 + 400
+    else:
+        # Armv6-M has no multiply-accumulate and no 32-bit immediates: 7 instructions an iteration.
+        assert 12345 * 7 - board.instructions_per_tick <= instructions <= 12345 * 7 + 400
 
 
 @pytest.mark.slow

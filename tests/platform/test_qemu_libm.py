@@ -137,13 +137,14 @@ def assert_close(got: list[np.ndarray], want: list[np.ndarray], where: str) -> N
 # --- what the compiler records (no QEMU) ----------------------------------------------------------------------
 
 def kernel_libm_calls() -> set[str]:
-    """The <math.h> functions the kernels' C calls: every `name(` of a float-form <math.h> function in the
-    kernel modules, outside Python attribute calls (math.exp(, np.floor( ...)."""
+    """The <math.h> functions the kernels' C calls: every float-form <math.h> function the kernel modules
+    name as a string (what they report: `ctx.libm("expf")`, `define_helper(..., libm=("floorf",))`, tables of
+    names) or call in C text as `name(` (outside Python attribute calls: math.exp(, np.floor( ...)."""
     found = set()
     for path in sorted(KERNELS.glob("*.py")):
-        for name in re.findall(r"(?<![.\w])([a-z][a-z0-9]*)\(", path.read_text()):
-            if name in MATH_FUNCTIONS and name.endswith("f"):
-                found.add(name)
+        text = path.read_text()
+        names = re.findall(r"(?<![.\w])([a-z][a-z0-9]*)\(", text) + re.findall(r"[\"']([a-z][a-z0-9]*)[\"']", text)
+        found.update(n for n in names if n in MATH_FUNCTIONS and n.endswith("f"))
     return found
 
 

@@ -12,18 +12,23 @@ import pytest
 from utvm.errors import PlatformError, RemoteError, SessionTerminatedError
 from utvm.platform import available_platforms, get_platform
 from utvm.platform.qemu.platform import QemuPlatform
+from utvm.target import get_target, platform_target
 
 SESSION_KWARGS = {"handshake_retry_s": 0.5, "handshake_timeout_s": 20.0, "reply_timeout_s": 60.0}
 
 
-def test_registered_under_three_names() -> None:
-    names = {"qemu-cortex-m3": "mps2-an385", "qemu-cortex-m4": "mps2-an386", "qemu-cortex-m7": "mps2-an500"}
+def test_registered_under_five_names() -> None:
+    names = {"qemu-cortex-m0": ("mps2-an385", "cortex-m0"), "qemu-cortex-m3": ("mps2-an385", "cortex-m3"),
+             "qemu-cortex-m4": ("mps2-an386", "cortex-m4"), "qemu-cortex-m7": ("mps2-an500", "cortex-m7"),
+             "qemu-cortex-m33": ("mps2-an505", "cortex-m33")}
     assert set(names) <= set(available_platforms())
-    for name, machine in names.items():
+    for name, (machine, target) in names.items():
         plat = get_platform(name)
         assert isinstance(plat, QemuPlatform)
         assert plat.name == name and plat.board.machine == machine
-    with pytest.raises(PlatformError, match="abstract"):
+        # Code is generated for the platform's target, and every object is compiled for that CPU.
+        assert platform_target(name).name == target and plat.board.cpu == get_target(target).mcpu
+    with pytest.raises(PlatformError, match="abstract: use one of qemu-cortex-m0, .*qemu-cortex-m33"):
         QemuPlatform()
 
 
@@ -43,7 +48,8 @@ def start(name: str):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["qemu-cortex-m3", "qemu-cortex-m4", "qemu-cortex-m7"])
+@pytest.mark.parametrize("name", ["qemu-cortex-m0", "qemu-cortex-m3", "qemu-cortex-m4", "qemu-cortex-m7",
+                                  "qemu-cortex-m33"])
 def test_rpc_firmware(name: str, caplog: pytest.LogCaptureFixture) -> None:
     randoms = []
     sleeps = []
@@ -67,7 +73,7 @@ def test_rpc_firmware(name: str, caplog: pytest.LogCaptureFixture) -> None:
         assert transport.proc.returncode == 0
     assert randoms[0] != randoms[1], "TVMPlatformGenerateRandom must differ on every boot"
     # sleep_ms runs 3 * 10^6 instructions; under -icount that reads 3 ms (+ call overhead), identically on
-    # both repeats and both boots.
+    # both repeats and both boots, whatever the board's clock (25 MHz; the AN505's 20 MHz).
     assert sleeps[0] == sleeps[1]
     assert sleeps[0][0] == sleeps[0][1]
     assert 3e-3 <= sleeps[0][0] < 3e-3 + 20e-6

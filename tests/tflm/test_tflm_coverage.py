@@ -17,7 +17,7 @@ from tflite_builder import TFLiteBuilder  # noqa: E402
 from utvm.compiler.kernels import supported_ops  # noqa: E402
 from utvm.errors import UnsupportedOperatorError  # noqa: E402
 from utvm.frontend import from_tflite  # noqa: E402
-from utvm.frontend.tflite import _OUT_OF_SCOPE, SUPPORTED_OPERATORS  # noqa: E402
+from utvm.frontend.tflite import OUT_OF_SCOPE, SUPPORTED_OPERATORS  # noqa: E402
 from utvm.ops import OP_MODULES  # noqa: E402
 
 TFLM_BUILTINS = (
@@ -46,7 +46,7 @@ def coverage() -> tuple[list[str], list[str], list[str]]:
     """(supported, refused on purpose, missing) TFLM operators, builtins then custom ops."""
     names = list(TFLM_BUILTINS) + [f"CUSTOM:{c}" for c in TFLM_CUSTOM]
     supported = [n for n in names if n in SUPPORTED_OPERATORS]
-    refused = [n for n in names if n in _OUT_OF_SCOPE]
+    refused = [n for n in names if n in OUT_OF_SCOPE]
     missing = [n for n in names if n not in supported and n not in refused]
     return supported, refused, missing
 

@@ -32,8 +32,8 @@ def test_a_per_layer_kernel_counts_once_per_node_a_shared_one_once() -> None:
 
 def test_unrolling_costs_code() -> None:
     task = pointwise_task()
-    u1 = code_bytes(task, {**task.space.default, "k_unroll": 1}, "cortex-m4")
-    u4 = code_bytes(task, {**task.space.default, "k_unroll": 4}, "cortex-m4")
+    u1 = code_bytes(task, {**task.space.default, "unroll": 1}, "cortex-m4")
+    u4 = code_bytes(task, {**task.space.default, "unroll": 4}, "cortex-m4")
     assert u1 is not None and u4 is not None and u4 > u1
 
 

@@ -180,3 +180,30 @@ def test_compiling_with_a_tuners_log_applies_its_best_records(small_model: Path,
     for op in compiled.operators:
         if op.task:
             assert op.schedule == best[op.task] and op.schedule_source == "given"
+
+
+def test_a_log_written_before_knobs_were_renamed_resumes_without_measuring_again(small_model: Path,
+                                                                                   tmp_path: Path) -> None:
+    """Records in the old point format (renamed knobs under their old names, a direct point naming the
+    other branch's knobs too) count as measured: Space.normalize reads them as the space names them now."""
+    log = tmp_path / "small.jsonl"
+    tune(small_model, log, "host", trials=4, batch=4)
+    spaces = {t.key: t.space for t in extract_tasks(small_model, "host")}
+    old_lines = []
+    renamed = 0
+    for line in log.read_text().splitlines():
+        d = json.loads(line)
+        space = spaces[d["task"]]
+        old_name = {new: old for old, new in space.legacy.items()}
+        point = {old_name.get(k, k): v for k, v in d["schedule"].items()}
+        renamed += point != d["schedule"]
+        if point.get("algo") == "direct":  # old flat spaces named every knob; the other branch's are dropped
+            point.update({k.name: k.values[0] for k in space.knobs if k.name not in point and k.name not in
+                          space.branches.get("direct", ())})
+        d["schedule"] = point
+        old_lines.append(json.dumps(d))
+    assert renamed, "the small model's spaces have no renamed knob: the test would prove nothing"
+    log.write_text("\n".join(old_lines) + "\n")
+    before = log.read_bytes()
+    again = tune(small_model, log, "host", trials=4, batch=4)
+    assert again.measured == 0 and again.resumed == 12 and log.read_bytes() == before

@@ -71,8 +71,9 @@ def sample_inputs(args: argparse.Namespace, compiled: Any, say: Any) -> tuple[li
 
 
 def run(args: argparse.Namespace) -> int:
+    from utvm.platform.qemu.boards import get_board
     from utvm.platform.qemu.deploy import generate_deploy_project
-    from utvm.platform.qemu.project import make
+    from utvm.platform.qemu.project import build_project
     from utvm.support.files import check_output_dir, write_dir_atomic
 
     say = progress_printer(args.quiet)
@@ -95,6 +96,6 @@ def run(args: argparse.Namespace) -> int:
     write_dir_atomic(out, fill, "-o")
     if args.build:  # in place: the build records absolute paths (the CRT's dependency files)
         say("building it (make)")
-        make(out)
+        build_project(out, get_board(board))  # make; a board's instruction-set check (qemu-cortex-m0) too
     print(shown(f"wrote {out}: build with `make -C {out}`, run in QEMU with `make -C {out} run`"))
     return 0

@@ -24,11 +24,14 @@ Files (all under codegen/host/ in the MLF):
   interface and the workspace size, so `utvm.mlf.load` regenerates it.
 - `include/tvmgen_<m>.h`: the model header (see header.py).
 
-What the generated C needs at link time besides the CRT: `libm_functions(sources)` lists the <math.h>
-functions it calls (float softmax/logistic: expf, tanh: tanhf, batch_norm with run-time parameters: sqrtf);
+What the generated C needs at link time besides the CRT: `model_libm_functions` lists the <math.h>
+functions it calls (float softmax/logistic: expf, tanh: tanhf, batch_norm with run-time parameters: sqrtf), as
+the kernels reported them while they were emitted (`KernelContext.libm`: nothing is read back from the C text);
 the driver records them in metadata.json, and every firmware that links generated code must link a libm
-(`-lm`). Everything else it may reference is in libc (memcpy, and the memset/memcpy a compiler may put in for
-loops) or the compiler's runtime (soft-float and 64-bit division helpers, libgcc).
+(`-lm`). Whether a file includes <math.h> is the same record (`FileScope.includes_math_h`: libm calls, or a
+NAN / INFINITY a table or kernel literal spells), and main's workspace bases are the ones its calls addressed.
+Everything else it may reference is in libc (memcpy, and the memset/memcpy a compiler may put in for loops) or
+the compiler's runtime (soft-float and 64-bit division helpers, libgcc).
 """
 
 from __future__ import annotations
@@ -39,9 +42,10 @@ from dataclasses import dataclass
 
 from utvm import custom_ops
 from utvm.compiler.header import ModelInterface, reset_state_signature
-from utvm.compiler.kernels import C_TYPES, DL_TYPES, FileScope
+from utvm.compiler.kernels import C_TYPES, DL_TYPES, MATH_FUNCTIONS, FileScope
 from utvm.compiler.kernels import custom as custom_kernel
-from utvm.compiler.lower import Lowered, OperatorFunc
+from utvm.compiler.kernels.cemit import block, fill, indent, lines
+from utvm.compiler.lower import Lowered, MemoryPlan, OperatorFunc
 from utvm.compiler.memory import (
     ALIGNMENT,
     PoolUse,
@@ -83,61 +87,57 @@ def _aligned_attr() -> str:
 
 # --- shared C snippets for the packed convention -----------------------------------------------------------
 
-def _arg_checker(prefix: str) -> str:
-    """A static helper that checks one DLTensor argument and returns its data pointer."""
-    return f"""\
+_ARG_CHECKER = """\
 /* Check that args[index] is a dense DLTensor of the expected dtype and shape; *data = its first byte. */
-static int {prefix}_tensor_arg(const char* func, const char* arg, const TVMValue* args,
+static int @PREFIX@_tensor_arg(const char* func, const char* arg, const TVMValue* args,
                                const int* type_codes, int index, const char* dtype_name, uint8_t code,
-                               uint8_t bits, int32_t ndim, const int64_t* shape, void** data) {{
+                               uint8_t bits, int32_t ndim, const int64_t* shape, void** data) {
   const DLTensor* t;
   int32_t d;
   int64_t stride = 1;
-  if (type_codes[index] != (int)kTVMDLTensorHandle && type_codes[index] != (int)kTVMNDArrayHandle) {{
+  if (type_codes[index] != (int)kTVMDLTensorHandle && type_codes[index] != (int)kTVMNDArrayHandle) {
     TVMAPISetLastErrorf("%s: argument %d (%s) has type code %d, expected a DLTensor (type code %d)", func,
                         index, arg, type_codes[index], (int)kTVMDLTensorHandle);
     return (int)kTvmErrorFunctionCallWrongArgType;
-  }}
+  }
   t = (const DLTensor*)args[index].v_handle;
-  if (t == NULL || t->data == NULL) {{
+  if (t == NULL || t->data == NULL) {
     TVMAPISetLastErrorf("%s: argument %d (%s) is a NULL tensor", func, index, arg);
     return (int)kTvmErrorFunctionCallInvalidArg;
-  }}
-  if (t->dtype.code != code || t->dtype.bits != bits || t->dtype.lanes != 1U) {{
+  }
+  if (t->dtype.code != code || t->dtype.bits != bits || t->dtype.lanes != 1U) {
     TVMAPISetLastErrorf("%s: argument %d (%s) has dtype (code %u, bits %u, lanes %u), expected %s", func,
                         index, arg, (unsigned)t->dtype.code, (unsigned)t->dtype.bits,
                         (unsigned)t->dtype.lanes, dtype_name);
     return (int)kTvmErrorFunctionCallInvalidArg;
-  }}
-  if (t->ndim != ndim) {{
+  }
+  if (t->ndim != ndim) {
     TVMAPISetLastErrorf("%s: argument %d (%s) has %d dimensions, expected %d", func, index, arg,
                         (int)t->ndim, (int)ndim);
     return (int)kTvmErrorFunctionCallInvalidArg;
-  }}
-  for (d = ndim - 1; d >= 0; --d) {{
-    if (t->shape[d] != shape[d]) {{
+  }
+  for (d = ndim - 1; d >= 0; --d) {
+    if (t->shape[d] != shape[d]) {
       TVMAPISetLastErrorf("%s: argument %d (%s) has shape[%d] = %lld, expected %lld", func, index, arg,
                           (int)d, (long long)t->shape[d], (long long)shape[d]);
       return (int)kTvmErrorFunctionCallInvalidArg;
-    }}
-    if (t->strides != NULL && shape[d] != 1 && t->strides[d] != stride) {{
+    }
+    if (t->strides != NULL && shape[d] != 1 && t->strides[d] != stride) {
       TVMAPISetLastErrorf("%s: argument %d (%s) is not compact (strides[%d] = %lld)", func, index, arg,
                           (int)d, (long long)t->strides[d]);
       return (int)kTvmErrorFunctionCallInvalidArg;
-    }}
+    }
     stride *= shape[d];
-  }}
+  }
   *data = (void*)((uint8_t*)t->data + t->byte_offset);
   return 0;
-}}
+}
 """
 
-
-def _tensor_setter(prefix: str) -> str:
-    return f"""\
+_TENSOR_SETTER = """\
 /* Describe `data` as a dense CPU tensor for a packed call. */
-static void {prefix}_tensor(DLTensor* t, void* data, int32_t ndim, const int64_t* shape, uint8_t code,
-                            uint8_t bits) {{
+static void @PREFIX@_tensor(DLTensor* t, void* data, int32_t ndim, const int64_t* shape, uint8_t code,
+                            uint8_t bits) {
   t->data = data;
   t->device.device_type = kDLCPU;
   t->device.device_id = 0;
@@ -148,8 +148,20 @@ static void {prefix}_tensor(DLTensor* t, void* data, int32_t ndim, const int64_t
   t->shape = (int64_t*)shape;
   t->strides = NULL;
   t->byte_offset = 0U;
-}}
+}
 """
+
+#: what a generated function does with a nonzero status of a call: return it
+_RETURN_ERR = block("if (err != 0)", "return err;")
+
+
+def _arg_checker(prefix: str) -> str:
+    """A static helper that checks one DLTensor argument and returns its data pointer."""
+    return fill(_ARG_CHECKER, PREFIX=prefix)
+
+
+def _tensor_setter(prefix: str) -> str:
+    return fill(_TENSOR_SETTER, PREFIX=prefix)
 
 
 class _Shapes:
@@ -180,23 +192,35 @@ class _Arg:
     shape: tuple[int, ...]
 
 
-def _unpack_block(prefix: str, func: str, args: Sequence[_Arg], shapes: _Shapes, var: str = "data",
-                  func_expr: str | None = None) -> str:
+def _unpack_statements(prefix: str, func: str, args: Sequence[_Arg], shapes: _Shapes, var: str = "data",
+                       func_expr: str | None = None) -> str:
     """C statements checking num_args and every DLTensor argument into void* var[i].
 
     Error texts name `func` (or the run-time string `func_expr`, a C expression, when given)."""
     n = len(args)
     fname = func_expr or f"\"{func}\""
-    lines = [f"  if (num_args != {n}) {{",
-             f"    TVMAPISetLastErrorf(\"%s: expected {n} arguments, got %d\", {fname}, num_args);",
-             "    return (int)kTvmErrorFunctionCallNumArguments;", "  }"]
+    stmts = [block(f"if (num_args != {n})",
+                   [f"TVMAPISetLastErrorf(\"%s: expected {n} arguments, got %d\", {fname}, num_args);",
+                    "return (int)kTvmErrorFunctionCallNumArguments;"])]
     for i, a in enumerate(args):
         code, bits = DL_TYPES[a.dtype]
-        lines.append(
-            f"  err = {prefix}_tensor_arg({fname}, \"{c_string(a.name)}\", args, type_codes, {i}, \"{a.dtype}\", "
-            f"{code}U, {bits}U, {len(a.shape)}, {shapes.get(a.shape)}, &{var}[{i}]);")
-        lines.append("  if (err != 0) {\n    return err;\n  }")
-    return "\n".join(lines)
+        stmts += [f"err = {prefix}_tensor_arg({fname}, \"{c_string(a.name)}\", args, type_codes, {i}, \"{a.dtype}\", "
+                  f"{code}U, {bits}U, {len(a.shape)}, {shapes.get(a.shape)}, &{var}[{i}]);", _RETURN_ERR]
+    return lines(stmts)
+
+
+def _unpack_block(prefix: str, func: str, args: Sequence[_Arg], shapes: _Shapes, var: str = "data",
+                  func_expr: str | None = None) -> str:
+    """`_unpack_statements` indented one level, as a function body holds them."""
+    return indent(_unpack_statements(prefix, func, args, shapes, var, func_expr))
+
+
+def _packed_function(head: str, prefix: str, name: str, args: Sequence[_Arg], shapes: _Shapes, call: str) -> str:
+    """A packed function (`head` is its signature) that checks its DLTensor arguments `args` into `data` and
+    returns the status of `call` (a C call reading them; error texts name `name`)."""
+    return block(head, [f"void* data[{max(len(args), 1)}];", "int err;", "(void)out_ret_value;",
+                        "(void)resource_handle;", _unpack_statements(prefix, name, args, shapes),
+                        "*out_ret_tcode = (int)kTVMNullptr;", f"return (int){call};"])
 
 
 def _func_args(lowered: Lowered, f: OperatorFunc) -> list[_Arg]:
@@ -250,6 +274,12 @@ def _describe(lowered: Lowered, f: OperatorFunc) -> str:
     return c_comment(f"{f.node.label(f.node_index)}: ({ins}) -> ({outs})")
 
 
+def _prototypes(lowered: Lowered, opts: Options) -> list[str]:
+    """The declarations of every operator function in opts' convention (main.c calls them; ops.c defines them)."""
+    return [f"int32_t {f.name}({_unpacked_params(lowered, f)});" if opts.unpacked_api
+            else f"int {f.name}({PACKED_PARAMS});" for f in lowered.funcs]
+
+
 # --- the operators file -----------------------------------------------------------------------------------
 
 def ops_source(lowered: Lowered, opts: Options) -> str:
@@ -257,7 +287,7 @@ def ops_source(lowered: Lowered, opts: Options) -> str:
     file: FileScope = lowered.ops_file
     fname = f"{prefix}_ops.c"
     out = [_banner(fname, "operators", opts), "#include <stddef.h>", "#include <stdint.h>"]
-    if file.uses_libm:
+    if file.includes_math_h:  # what the kernels reported: libm calls, NAN / INFINITY
         out.append("#include <math.h>")
     if not opts.unpacked_api:
         out += ["#include <tvm/runtime/c_runtime_api.h>", "#include <tvm/runtime/crt/error_codes.h>"]
@@ -266,27 +296,19 @@ def ops_source(lowered: Lowered, opts: Options) -> str:
     shapes = _Shapes(f"{prefix}_ops")
     for f in lowered.funcs:
         params = _unpacked_params(lowered, f)
-        body = _indent(f.code.body.strip())
+        body = f.code.body.strip()
         doc = f"/* {_describe(lowered, f)} */"
         attrs = f"{f.code.attributes} " if f.code.attributes else ""
         if opts.unpacked_api:
-            funcs_c.append(f"{doc}\n{attrs}int32_t {f.name}({params}) {{\n{body}\n}}\n")
+            funcs_c.append(f"{doc}\n{block(f'{attrs}int32_t {f.name}({params})', body)}\n")
         else:
-            args = _func_args(lowered, f)
-            funcs_c.append(
-                f"{doc}\n{attrs}static int32_t {f.name}_compute({params}) {{\n{body}\n}}\n\n"
-                f"int {f.name}({PACKED_PARAMS}) {{\n"
-                f"  void* data[{max(len(args), 1)}];\n  int err;\n"
-                "  (void)out_ret_value;\n  (void)resource_handle;\n"
-                f"{_unpack_block(prefix, f.name, args, shapes)}\n"
-                "  *out_ret_tcode = (int)kTVMNullptr;\n"
-                f"  return (int){f.name}_compute({_unpacked_call_args(lowered, f)});\n}}\n")
+            compute = block(f"{attrs}static int32_t {f.name}_compute({params})", body)
+            call = f"{f.name}_compute({_unpacked_call_args(lowered, f)})"
+            wrapper = _packed_function(f"int {f.name}({PACKED_PARAMS})", prefix, f.name, _func_args(lowered, f),
+                                       shapes, call)
+            funcs_c.append(f"{doc}\n{compute}\n\n{wrapper}\n")
     # Prototypes first: every operator is an external symbol main.c calls.
-    protos = []
-    for f in lowered.funcs:
-        protos.append(f"int32_t {f.name}({_unpacked_params(lowered, f)});" if opts.unpacked_api
-                      else f"int {f.name}({PACKED_PARAMS});")
-    out += protos + [""]
+    out += [*_prototypes(lowered, opts), ""]
     prelude = file.render_prelude()
     if prelude:
         out += [prelude, ""]
@@ -304,18 +326,34 @@ def ops_source(lowered: Lowered, opts: Options) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def _indent(text: str) -> str:
-    return "\n".join(("  " + ln) if ln.strip() else "" for ln in text.splitlines())
-
-
 # --- main, the entry point and the model descriptor ---------------------------------------------------------
 
-def _ws_expr(pools: Sequence[PoolUse], offset: int, ws: str) -> str:
-    """The C address of plan offset `offset`: `(ws + offset)`, with memory pools `(ws<k> + offset in pool k)`."""
-    if not pools:
-        return f"({ws} + {offset})"
-    k, local = locate(pools, offset)
-    return f"({ws}{k} + {local})"
+class _Workspace:
+    """The C addresses of planned workspace offsets in main's body: `(ws + offset)`, with memory pools
+    `(ws<k> + offset in pool k)`. It records which of those bases it wrote, so main declares exactly them."""
+
+    def __init__(self, pools: Sequence[PoolUse], var: str = "ws") -> None:
+        self.pools = tuple(pools)
+        self.var = var
+        self.used: set[int] = set()  # the pools addressed (0: the one workspace when there are no pools)
+
+    def at(self, offset: int) -> str:
+        if not self.pools:
+            self.used.add(0)
+            return f"({self.var} + {offset})"
+        k, local = locate(self.pools, offset)
+        self.used.add(k)
+        return f"({self.var}{k} + {local})"
+
+    @property
+    def single_used(self) -> bool:
+        """Whether the body addresses the one workspace (a plan without memory pools)."""
+        return not self.pools and bool(self.used)
+
+    @property
+    def pools_used(self) -> list[int]:
+        """The memory pools the body addresses, in pool order."""
+        return sorted(self.used) if self.pools else []
 
 
 def _pool_array(prefix: str, use: PoolUse) -> str:
@@ -340,142 +378,167 @@ def _in_constants_section(decls: str) -> str:
                   flags=re.M)
 
 
-def _pointer_expr(lowered: Lowered, tensor: str, iface: ModelInterface, ws: str) -> str:
+def _pointer_expr(lowered: Lowered, tensor: str, iface: ModelInterface, ws: _Workspace) -> str:
     kind, where = lowered.plan.locations[tensor]
     if kind == "input":
         return iface.inputs[where].param
     if kind == "output":
         return iface.outputs[where].param
-    return _ws_expr(lowered.plan.pools, where, ws)
+    return ws.at(where)
 
 
-def main_source(lowered: Lowered, opts: Options, iface: ModelInterface) -> str:
-    prefix = f"tvmgen_{opts.model_name}"
-    g = lowered.graph
-    plan = lowered.plan
-    fname = f"{prefix}_main.c"
-    user_ws = opts.workspace == "user"
-    packed_main = not opts.unpacked_api
-    runtime_api = packed_main or opts.interface_api == "packed"
-    out = [_banner(fname, "AOT executor (main, entry point)", opts), "#include <stddef.h>", "#include <stdint.h>"]
-    if lowered.copies or plan.persistent:
+def _main_includes(lowered: Lowered, opts: Options, prefix: str) -> list[str]:
+    out = ["#include <stddef.h>", "#include <stdint.h>"]
+    if lowered.copies or lowered.plan.persistent:
         out.append("#include <string.h>")
     if opts.interface_api == "c":
         out.append(f"#include \"{prefix}.h\"")
-    if runtime_api:
+    if not opts.unpacked_api or opts.interface_api == "packed":
         out += ["#include <tvm/runtime/c_runtime_api.h>", "#include <tvm/runtime/crt/error_codes.h>"]
-    out.append("")
-    ws_size = plan.workspace_bytes
-    if plan.pools and not user_ws:
-        out += [_pool_array(prefix, u) for u in plan.pools if u.used] + [""]
-    elif ws_size and not user_ws:
-        out += [_aligned_attr(), f"static uint8_t {prefix}_workspace[{ws_size}] TVMGEN_ALIGNED;", ""]
+    return [*out, ""]
 
-    # Operator prototypes.
-    for f in lowered.funcs:
-        out.append(f"int32_t {f.name}({_unpacked_params(lowered, f)});" if opts.unpacked_api
-                   else f"int {f.name}({PACKED_PARAMS});")
-    out.append("")
 
+def _main_workspace_arrays(plan: MemoryPlan, prefix: str, user_ws: bool) -> list[str]:
+    """The firmware-owned workspace: one array per memory pool that received buffers, or the one pool."""
+    if user_ws:
+        return []
+    if plan.pools:
+        return [*(_pool_array(prefix, u) for u in plan.pools if u.used), ""]
+    if plan.workspace_bytes:
+        return [_aligned_attr(), f"static uint8_t {prefix}_workspace[{plan.workspace_bytes}] TVMGEN_ALIGNED;", ""]
+    return []
+
+
+def _main_constants(lowered: Lowered, opts: Options, prefix: str) -> tuple[FileScope, list[str]]:
+    """The constants main copies into model outputs (an output that is a constant), and their C."""
     consts = FileScope(f"{prefix}_main")
     for name in lowered.output_consts.values():
-        consts.constant(g.tensor(name))
-    if consts.decls:
-        decls = "\n".join(consts.decls)
-        if re.search(r"\b(NAN|INFINITY)\b", decls):  # a constant output holding NaN or an infinity
-            out.append("#include <math.h>")
-        if opts.constants_section:
-            out += [constants_attr(opts)]
-            decls = _in_constants_section(decls)
-        out += [decls, ""]
+        consts.constant(lowered.graph.tensor(name))
+    if not consts.decls:
+        return consts, []
+    out = ["#include <math.h>"] if consts.includes_math_h else []  # a constant holding NaN or an infinity
+    decls = "\n".join(consts.decls)
+    if opts.constants_section:
+        out.append(constants_attr(opts))
+        decls = _in_constants_section(decls)
+    return consts, [*out, decls, ""]
 
-    shapes = _Shapes(f"{prefix}_main")
-    io = (*iface.inputs, *iface.outputs)
-    io_args = [_Arg(x.name, x.dtype, x.shape) for x in io]
-    ws = "ws"
+
+def _operator_step(lowered: Lowered, opts: Options, iface: ModelInterface, f: OperatorFunc, prefix: str,
+                   shapes: _Shapes, ws: _Workspace) -> list[str]:
+    """main's call of operator `f` on its planned buffers (scratch and state blocks last), then its status check."""
+    plan = lowered.plan
+    ptrs = [_pointer_expr(lowered, t, iface, ws) for t in (*f.inputs, *f.outputs)]
+    if f.code.scratch_bytes:
+        ptrs.append(ws.at(plan.scratch[f.name]))
+    if f.code.persistent_bytes:
+        ptrs.append(ws.at(plan.persistent[f.name]))
+    args = _func_args(lowered, f)
+    if opts.unpacked_api:
+        types = [C_TYPES[a.dtype] for a in args]
+        call = f"err = {f.name}({', '.join(f'({ty}*){p}' for ty, p in zip(types, ptrs, strict=True))});"
+    else:
+        n = len(args)
+        describe = []
+        for i, (a, p) in enumerate(zip(args, ptrs, strict=True)):
+            code, bits = DL_TYPES[a.dtype]
+            describe += [f"{prefix}_tensor(&t[{i}], (void*){p}, {len(a.shape)}, {shapes.get(a.shape)}, "
+                         f"{code}U, {bits}U);", f"v[{i}].v_handle = &t[{i}];", f"c[{i}] = (int){_KTVM_TENSOR};"]
+        call = block("", [f"DLTensor t[{n}];", f"TVMValue v[{n}];", f"int c[{n}];", "TVMValue rv;", "int rc;",
+                          *describe, f"err = {f.name}(v, c, {n}, &rv, &rc, resource_handle);"])
+    return [call, _RETURN_ERR]
+
+
+def _main_steps(lowered: Lowered, opts: Options, iface: ModelInterface, prefix: str, consts: FileScope,
+                shapes: _Shapes, ws: _Workspace) -> list[str]:
+    """The body of main after its prologue: every operator in order, then the copies into model outputs."""
     steps: list[str] = []
     for s, f in enumerate(lowered.funcs):
-        ptrs = [_pointer_expr(lowered, t, iface, ws) for t in (*f.inputs, *f.outputs)]
-        if f.code.scratch_bytes:
-            ptrs.append(_ws_expr(plan.pools, plan.scratch[f.name], ws))
-        if f.code.persistent_bytes:
-            ptrs.append(_ws_expr(plan.pools, plan.persistent[f.name], ws))
-        steps.append(f"  /* step {s}: {_describe(lowered, f)} */")
-        if opts.unpacked_api:
-            types = [C_TYPES[g.tensor(t).dtype] for t in (*f.inputs, *f.outputs)] + (
-                ["uint8_t"] if f.code.scratch_bytes else []) + (["uint8_t"] if f.code.persistent_bytes else [])
-            call_args = ", ".join(f"({ty}*){p}" for ty, p in zip(types, ptrs, strict=True))
-            steps.append(f"  err = {f.name}({call_args});")
-        else:
-            args = _func_args(lowered, f)
-            n = len(args)
-            steps.append(f"  {{\n    DLTensor t[{n}];\n    TVMValue v[{n}];\n    int c[{n}];\n    TVMValue rv;\n"
-                         "    int rc;")
-            for i, (a, p) in enumerate(zip(args, ptrs, strict=True)):
-                code, bits = DL_TYPES[a.dtype]
-                steps.append(f"    {prefix}_tensor(&t[{i}], (void*){p}, {len(a.shape)}, {shapes.get(a.shape)}, "
-                             f"{code}U, {bits}U);")
-                steps.append(f"    v[{i}].v_handle = &t[{i}];\n    c[{i}] = (int){_KTVM_TENSOR};")
-            steps.append(f"    err = {f.name}(v, c, {n}, &rv, &rc, resource_handle);\n  }}")
-        steps.append("  if (err != 0) {\n    return err;\n  }")
+        steps += [f"/* step {s}: {_describe(lowered, f)} */",
+                  *_operator_step(lowered, opts, iface, f, prefix, shapes, ws)]
     for cp in lowered.copies:
         dst = iface.outputs[cp.dst_output].param
         src = (consts.constants[cp.src] if cp.src in lowered.output_consts.values()
                else _pointer_expr(lowered, cp.src, iface, ws))
-        steps.append(f"  memcpy((void*){dst}, (const void*){src}, {cp.nbytes}U);")
-    uses_ws = any(f"({ws} + " in st for st in steps)
-    pools_used = [k for k, _u in enumerate(plan.pools) if any(f"({ws}{k} + " in st for st in steps)]
+        steps.append(f"memcpy((void*){dst}, (const void*){src}, {cp.nbytes}U);")
+    return steps
 
-    locals_ = []
-    if uses_ws:
-        locals_.append(f"  uint8_t* const ws = {'workspace' if user_ws else prefix + '_workspace'};")
-    for k in pools_used:
+
+def _workspace_locals(plan: MemoryPlan, prefix: str, user_ws: bool, ws: _Workspace) -> list[str]:
+    """main's names for the workspace bases its body addresses (`ws`, or `ws<k>` per memory pool)."""
+    out = []
+    if ws.single_used:
+        out.append(f"uint8_t* const {ws.var} = {'workspace' if user_ws else prefix + '_workspace'};")
+    for k in ws.pools_used:
         name = plan.pools[k].spec.name
         base = pool_param_name(name) if user_ws else pool_array_name(prefix, name)
-        locals_.append(f"  uint8_t* const {ws}{k} = {base};")
-    main_name = f"{prefix}___tvm_main__"
-    if packed_main:
-        locals_ = [f"  void* data[{max(len(io_args), 1)}];"] + [
-            f"  {C_TYPES[x.dtype]}* {x.param};" for x in io] + locals_ + ["  int err;"]
-        body = [*locals_, "  (void)out_ret_value;", "  (void)resource_handle;",
-                _unpack_block(prefix, main_name, io_args, shapes, func_expr="func")]
-        for i, x in enumerate(io):
-            body.append(f"  {x.param} = ({C_TYPES[x.dtype]}*)data[{i}];\n  (void){x.param};")
-        # One body for __tvm_main__ and _run, each naming itself in error texts.
-        impl = f"{prefix}_main_impl"
-        func = [f"static int {impl}(const char* func, {PACKED_PARAMS}) {{", *body, *steps,
-                "  *out_ret_tcode = (int)kTVMNullptr;", "  return 0;", "}", "",
-                f"int {main_name}({PACKED_PARAMS}) {{",
-                f"  return {impl}(\"{main_name}\", args, type_codes, num_args, out_ret_value, out_ret_tcode, "
-                "resource_handle);", "}", ""]
-    else:
-        params = [f"{C_TYPES[x.dtype]}* {x.param}" for x in io]
-        if user_ws and plan.pools:
-            params += [f"uint8_t* {pool_param_name(u.spec.name)}" for u in plan.pools]
-        elif user_ws:
-            params.append("uint8_t* workspace")
-        if lowered.funcs:
-            locals_.append("  int32_t err;")
-        body = [*locals_, *(f"  (void){x.param};" for x in io)]
-        if user_ws and not plan.pools and not uses_ws:
-            body.append("  (void)workspace;")
-        if user_ws:
-            body += [f"  (void){pool_param_name(u.spec.name)};" for k, u in enumerate(plan.pools)
-                     if k not in pools_used]
-        func = [f"int32_t {main_name}({', '.join(params) or 'void'}) {{", *body, *steps, "  return 0;", "}", ""]
+        out.append(f"uint8_t* const {ws.var}{k} = {base};")
+    return out
 
-    if runtime_api:
-        out += [_arg_checker(prefix)]
+
+def _packed_main(prefix: str, main_name: str, iface: ModelInterface, steps: list[str], ws_locals: list[str],
+                 shapes: _Shapes) -> list[str]:
+    """Packed main: one body for __tvm_main__ and _run (`<prefix>_main_impl`), each naming itself in error texts."""
+    io = (*iface.inputs, *iface.outputs)
+    io_args = [_Arg(x.name, x.dtype, x.shape) for x in io]
+    body = [f"void* data[{max(len(io_args), 1)}];", *(f"{C_TYPES[x.dtype]}* {x.param};" for x in io), *ws_locals,
+            "int err;", "(void)out_ret_value;", "(void)resource_handle;",
+            _unpack_statements(prefix, main_name, io_args, shapes, func_expr="func")]
+    for i, x in enumerate(io):
+        body += [f"{x.param} = ({C_TYPES[x.dtype]}*)data[{i}];", f"(void){x.param};"]
+    impl = f"{prefix}_main_impl"
+    return [block(f"static int {impl}(const char* func, {PACKED_PARAMS})",
+                  [*body, *steps, "*out_ret_tcode = (int)kTVMNullptr;", "return 0;"]), "",
+            block(f"int {main_name}({PACKED_PARAMS})",
+                  f"return {impl}(\"{main_name}\", args, type_codes, num_args, out_ret_value, out_ret_tcode, "
+                  "resource_handle);"), ""]
+
+
+def _unpacked_main(lowered: Lowered, main_name: str, iface: ModelInterface, user_ws: bool, steps: list[str],
+                   ws_locals: list[str], ws: _Workspace) -> list[str]:
+    """Unpacked main: the model's inputs and outputs, then the application's workspace (or one per pool)."""
+    pools = lowered.plan.pools
+    io = (*iface.inputs, *iface.outputs)
+    params = [f"{C_TYPES[x.dtype]}* {x.param}" for x in io]
+    if user_ws and pools:
+        params += [f"uint8_t* {pool_param_name(u.spec.name)}" for u in pools]
+    elif user_ws:
+        params.append("uint8_t* workspace")
+    body = [*ws_locals, "int32_t err;" if lowered.funcs else "", *(f"(void){x.param};" for x in io)]
+    if user_ws and not pools and not ws.single_used:
+        body.append("(void)workspace;")
+    if user_ws:
+        body += [f"(void){pool_param_name(u.spec.name)};" for k, u in enumerate(pools) if k not in ws.pools_used]
+    return [block(f"int32_t {main_name}({', '.join(params) or 'void'})", [*body, *steps, "return 0;"]), ""]
+
+
+def main_source(lowered: Lowered, opts: Options, iface: ModelInterface) -> str:
+    """`tvmgen_<m>_main.c`: the workspace, `__tvm_main__` calling every operator in order on its planned buffers,
+    the state reset of stateful models and the entry point (`_entry_source`)."""
+    prefix = f"tvmgen_{opts.model_name}"
+    user_ws = opts.workspace == "user"
+    packed_main = not opts.unpacked_api
+    main_name = f"{prefix}___tvm_main__"
+    consts, const_decls = _main_constants(lowered, opts, prefix)
+    shapes = _Shapes(f"{prefix}_main")
+    ws = _Workspace(lowered.plan.pools)
+    steps = _main_steps(lowered, opts, iface, prefix, consts, shapes, ws)
+    ws_locals = _workspace_locals(lowered.plan, prefix, user_ws, ws)
+    func = (_packed_main(prefix, main_name, iface, steps, ws_locals, shapes) if packed_main
+            else _unpacked_main(lowered, main_name, iface, user_ws, steps, ws_locals, ws))
+    out = [_banner(f"{prefix}_main.c", "AOT executor (main, entry point)", opts),
+           *_main_includes(lowered, opts, prefix), *_main_workspace_arrays(lowered.plan, prefix, user_ws),
+           *_prototypes(lowered, opts), "", *const_decls]
+    if packed_main or opts.interface_api == "packed":
+        out.append(_arg_checker(prefix))
     if packed_main and lowered.funcs:  # only operator calls use it (unused-function under -Werror otherwise)
-        out += [_tensor_setter(prefix)]
-    entry = _entry_source(lowered, opts, iface, main_name)
-    shape_decls = shapes.render()
-    if shape_decls:
-        out += [shape_decls, ""]
+        out.append(_tensor_setter(prefix))
+    if shapes.by_shape:
+        out += [shapes.render(), ""]
     out += func
-    if plan.persistent:
-        out.append(_reset_state_source(lowered, prefix, user_ws, bool(plan.pools)))
-    out.append(entry)
+    if lowered.plan.persistent:
+        out.append(_reset_state_source(lowered, prefix, user_ws, bool(lowered.plan.pools)))
+    out.append(_entry_source(lowered, opts, iface, main_name))
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -486,92 +549,84 @@ def _reset_state_source(lowered: Lowered, prefix: str, user_ws: bool, pooled: bo
     sizes = {f.name: f.code.persistent_bytes for f in lowered.funcs if f.code.persistent_bytes}
     sig = reset_state_signature(prefix, user_ws, pooled)
     pools = lowered.plan.pools
-    lines = ["/* Zero the state of the stateful operators (their persistent workspace blocks): a new stream, as",
-             " * after boot. */", f"{sig};", f"{sig} {{"]
+    body = []
     for name, off in sorted(lowered.plan.persistent.items(), key=lambda kv: kv[1]):
+        where = base
         if pools:
-            k, local = locate(pools, off)
+            k, off = locate(pools, off)
             where = f"(uint8_t*)workspaces[{k}]" if user_ws else pool_array_name(prefix, pools[k].spec.name)
-            lines.append(f"  memset((void*)({where} + {local}), 0, {sizes[name]}U);  /* {name} */")
-            continue
-        lines.append(f"  memset((void*)({base} + {off}), 0, {sizes[name]}U);  /* {name} */")
-    lines += ["}", ""]
-    return "\n".join(lines)
+        body.append(f"memset((void*)({where} + {off}), 0, {sizes[name]}U);  /* {name} */")
+    return "\n".join(["/* Zero the state of the stateful operators (their persistent workspace blocks): a new stream, "
+                      "as\n * after boot. */", f"{sig};", block(sig, body), ""])
+
+
+def _context_workspaces(lowered: Lowered, iface: ModelInterface, user_ws: bool) -> list[str]:
+    """Interface c: the prologue of `_run` that takes the workspace(s) from the application's TVMContext,
+    refusing a missing or misaligned one (and the `(void)` of unused parameters)."""
+    pools = lowered.plan.pools
+    unused = [*(["(void)inputs;"] if not iface.inputs else []), *(["(void)outputs;"] if not iface.outputs else [])]
+    bad_context = "return (int32_t)TVM_MICRO_ERROR_BAD_CONTEXT;"
+    if user_ws and lowered.plan.workspace_bytes > 0 and not pools:
+        return ["uint8_t* workspace;", *unused,
+                block("if (context == NULL || context->workspace == NULL || context->workspace[0] == NULL)",
+                      bad_context),
+                "workspace = (uint8_t*)context->workspace[0];",
+                block(f"if (((size_t)workspace % {ALIGNMENT}U) != 0U)", bad_context)]
+    if user_ws and pools:
+        # One workspace per pool from the application, in pool order. A pool that received no buffer needs no
+        # memory: its slot is not read and it stays NULL (nothing is ever addressed from it), as
+        # TVMAotExecutor_CheckContext skips a workspace of size 0.
+        checks = [block("if (context == NULL || context->workspace == NULL)", bad_context)]
+        if not any(u.used for u in pools):
+            checks = ["(void)context;  /* nothing to place: no pool received a buffer */"]
+        for k, u in enumerate(pools):
+            if u.used:
+                v = pool_param_name(u.spec.name)
+                checks += [f"{v} = (uint8_t*)context->workspace[{k}];",
+                           block(f"if ({v} == NULL || ((size_t){v} % {u.spec.align}U) != 0U)", bad_context)]
+        return [*(f"uint8_t* {pool_param_name(u.spec.name)} = NULL;" for u in pools), *unused, *checks]
+    if user_ws:
+        return [*unused, "(void)context;  /* nothing to place: the model needs no workspace */"]
+    return unused
+
+
+def _model_descriptor(opts: Options, iface: ModelInterface, prefix: str, pools: Sequence[PoolUse]) -> str:
+    """Interface c: the `TVMModel` of the model (its entry point, io counts and workspace sizes)."""
+    user_ws = opts.workspace == "user"
+    fields = lines("TVM_MICRO_MODEL_VERSION,", f"\"{opts.model_name}\",", f"{len(iface.inputs)}U,  /* inputs */",
+                   f"{len(iface.outputs)}U,  /* outputs */", f"{max(len(pools), 1)}U,  /* workspace pools */",
+                   f"{workspace_sizes_name(prefix)},", f"{1 if user_ws else 0}U,  /* workspace from the TVMContext */",
+                   f"{prefix}_entrypoint")
+    return f"const TVMModel {prefix}_model = {{\n{indent(fields)}\n}};"
 
 
 def _entry_source(lowered: Lowered, opts: Options, iface: ModelInterface, main_name: str) -> str:
     prefix = f"tvmgen_{opts.model_name}"
     if opts.interface_api == "packed":
         if not opts.unpacked_api:
-            return (f"/* The model's entry point: main over (inputs..., outputs...) as DLTensors. */\n"
-                    f"int {prefix}_run({PACKED_PARAMS}) {{\n"
-                    f"  return {prefix}_main_impl(\"{prefix}_run\", args, type_codes, num_args, out_ret_value, "
-                    "out_ret_tcode, resource_handle);\n}\n")
+            run = block(f"int {prefix}_run({PACKED_PARAMS})",
+                        f"return {prefix}_main_impl(\"{prefix}_run\", args, type_codes, num_args, out_ret_value, "
+                        "out_ret_tcode, resource_handle);")
+            return f"/* The model's entry point: main over (inputs..., outputs...) as DLTensors. */\n{run}\n"
         return _packed_adapter(prefix, f"{prefix}_run", main_name, iface, static=False)
 
     # Interface c: tvmgen_<m>_run over the structs, the TVMModel entry point and the descriptor.
     user_ws = opts.workspace == "user"
     pools = lowered.plan.pools
-    ws_needed = user_ws and lowered.plan.workspace_bytes > 0 and not pools
     args = [*(f"inputs->{x.field}" for x in iface.inputs), *(f"outputs->{x.field}" for x in iface.outputs)]
     if user_ws and pools:
         args += [pool_param_name(u.spec.name) for u in pools]
     elif user_ws:
-        args.append("workspace" if ws_needed else "NULL")
+        args.append("workspace" if lowered.plan.workspace_bytes > 0 else "NULL")
     run_params = f"struct {prefix}_inputs* inputs, struct {prefix}_outputs* outputs"
-    body = []
-    if not iface.inputs:
-        body.append("  (void)inputs;")
-    if not iface.outputs:
-        body.append("  (void)outputs;")
-    if ws_needed:
-        # The workspace comes from the application: refuse a missing or misaligned one.
-        body = ["  uint8_t* workspace;", *body,
-                "  if (context == NULL || context->workspace == NULL || context->workspace[0] == NULL) {",
-                "    return (int32_t)TVM_MICRO_ERROR_BAD_CONTEXT;", "  }",
-                "  workspace = (uint8_t*)context->workspace[0];",
-                f"  if (((size_t)workspace % {ALIGNMENT}U) != 0U) {{",
-                "    return (int32_t)TVM_MICRO_ERROR_BAD_CONTEXT;", "  }"]
-    elif user_ws and pools:
-        # One workspace per pool from the application, in pool order: refuse a missing or misaligned one. A
-        # pool that received no buffer needs no memory: its slot is not read and it stays NULL (nothing is
-        # ever addressed from it), as TVMAotExecutor_CheckContext skips a workspace of size 0.
-        decls = [f"  uint8_t* {pool_param_name(u.spec.name)} = NULL;" for u in pools]
-        checks = (["  if (context == NULL || context->workspace == NULL) {",
-                   "    return (int32_t)TVM_MICRO_ERROR_BAD_CONTEXT;", "  }"] if any(u.used for u in pools)
-                  else ["  (void)context;  /* nothing to place: no pool received a buffer */"])
-        for k, u in enumerate(pools):
-            if not u.used:
-                continue
-            v = pool_param_name(u.spec.name)
-            checks += [f"  {v} = (uint8_t*)context->workspace[{k}];",
-                       f"  if ({v} == NULL || ((size_t){v} % {u.spec.align}U) != 0U) {{",
-                       "    return (int32_t)TVM_MICRO_ERROR_BAD_CONTEXT;", "  }"]
-        body = [*decls, *body, *checks]
-    elif user_ws:
-        body.append("  (void)context;  /* nothing to place: the model needs no workspace */")
     run_sig = f"int32_t {prefix}_run({run_params}{', const TVMContext* context' if user_ws else ''})"
     casts = f"(struct {prefix}_inputs*)inputs, (struct {prefix}_outputs*)outputs"
-    entry = [f"static int32_t {prefix}_entrypoint(void* inputs, void* outputs, const TVMContext* context) {{"]
-    if user_ws:
-        entry.append(f"  return {prefix}_run({casts}, context);")
-    else:
-        entry += ["  (void)context;", f"  return {prefix}_run({casts});"]
-    entry.append("}")
+    entry = [f"return {prefix}_run({casts}, context);"] if user_ws else ["(void)context;",
+                                                                         f"return {prefix}_run({casts});"]
     return "\n".join([
-        f"{run_sig} {{", *body, f"  return {main_name}({', '.join(args)});", "}", "",
-        *entry, "",
-        _workspace_sizes(prefix, pools), "",
-        f"const TVMModel {prefix}_model = {{",
-        "  TVM_MICRO_MODEL_VERSION,",
-        f"  \"{opts.model_name}\",",
-        f"  {len(iface.inputs)}U,  /* inputs */",
-        f"  {len(iface.outputs)}U,  /* outputs */",
-        f"  {max(len(pools), 1)}U,  /* workspace pools */",
-        f"  {workspace_sizes_name(prefix)},",
-        f"  {1 if user_ws else 0}U,  /* workspace from the TVMContext */",
-        f"  {prefix}_entrypoint",
-        "};", ""])
+        block(run_sig, [*_context_workspaces(lowered, iface, user_ws), f"return {main_name}({', '.join(args)});"]), "",
+        block(f"static int32_t {prefix}_entrypoint(void* inputs, void* outputs, const TVMContext* context)", entry),
+        "", _workspace_sizes(prefix, pools), "", _model_descriptor(opts, iface, prefix, pools), ""])
 
 
 def _workspace_sizes(prefix: str, pools: Sequence[PoolUse]) -> str:
@@ -584,21 +639,14 @@ def _workspace_sizes(prefix: str, pools: Sequence[PoolUse]) -> str:
     return f"static const size_t {table}[{len(pools)}] = {{{sizes}}};"
 
 
-def _struct(which: str, prefix: str) -> str:
-    return f"struct {prefix}_{which}"
-
-
 def _packed_adapter(prefix: str, name: str, target: str, iface: ModelInterface, static: bool) -> str:
     """A TVMBackendPackedCFunc `name` over (inputs..., outputs...) calling the unpacked `target`."""
     io = (*iface.inputs, *iface.outputs)
-    args = [_Arg(x.name, x.dtype, x.shape) for x in io]
     shapes = _Shapes(f"{name}")
-    body = _unpack_block(prefix, name, args, shapes)
     call = ", ".join(f"({C_TYPES[x.dtype]}*)data[{i}]" for i, x in enumerate(io))
-    return (f"{shapes.render()}\n\n/* Packed entry: (inputs..., outputs...) as DLTensors -> {target}. */\n"
-            f"{'static ' if static else ''}int {name}({PACKED_PARAMS}) {{\n"
-            f"  void* data[{max(len(args), 1)}];\n  int err;\n  (void)out_ret_value;\n  (void)resource_handle;\n"
-            f"{body}\n  *out_ret_tcode = (int)kTVMNullptr;\n  return (int){target}({call});\n}}\n")
+    func = _packed_function(f"{'static ' if static else ''}int {name}({PACKED_PARAMS})", prefix, name,
+                            [_Arg(x.name, x.dtype, x.shape) for x in io], shapes, f"{target}({call})")
+    return f"{shapes.render()}\n\n/* Packed entry: (inputs..., outputs...) as DLTensors -> {target}. */\n{func}\n"
 
 
 # --- the system library -----------------------------------------------------------------------------------
@@ -688,17 +736,12 @@ def _system_lib(opts: Options, iface: ModelInterface, entries: list[tuple[str, s
                         f"static const TVMContext {prefix}_rpc_context = {{{prefix}_rpc_workspaces}};"]
         io = (*iface.inputs, *iface.outputs)
         params = ", ".join(f"{C_TYPES[x.dtype]}* {x.param}" for x in io) or "void"
-        fill_in = "".join(f"  inputs.{x.field} = {x.param};\n" for x in iface.inputs)
-        fill_out = "".join(f"  outputs.{x.field} = {x.param};\n" for x in iface.outputs)
-        if user_ws:
-            ctx = ""
-            call = f"{prefix}_run(&inputs, &outputs, &{prefix}_rpc_context)"
-        else:
-            ctx, call = "", f"{prefix}_run(&inputs, &outputs)"
-        out.append(
-            f"static int32_t {run_call_target}({params}) {{\n"
-            f"  struct {prefix}_inputs inputs;\n  struct {prefix}_outputs outputs;\n{ctx}{fill_in}{fill_out}"
-            f"  return {call};\n}}\n")
+        context = f", &{prefix}_rpc_context" if user_ws else ""
+        out.append(block(f"static int32_t {run_call_target}({params})", [
+            f"struct {prefix}_inputs inputs;", f"struct {prefix}_outputs outputs;",
+            *(f"inputs.{x.field} = {x.param};" for x in iface.inputs),
+            *(f"outputs.{x.field} = {x.param};" for x in iface.outputs),
+            f"return {prefix}_run(&inputs, &outputs{context});"]) + "\n")
         out.append(_packed_adapter(prefix, f"{prefix}_run_packed", run_call_target, iface, static=True))
     else:
         for _reg, cname in entries:
@@ -711,7 +754,7 @@ def _system_lib(opts: Options, iface: ModelInterface, entries: list[tuple[str, s
     out.append(f"static const TVMFuncRegistry {prefix}_registry = {{{prefix}_func_names, {prefix}_funcs}};\n")
     out.append(f"static const TVMModule {prefix}_module = {{&{prefix}_registry}};\n")
     out.append("/* Overrides the CRT's weak default: runtime.SystemLib returns this module. */\n"
-               f"const TVMModule* TVMSystemLibEntryPoint(void) {{\n  return &{prefix}_module;\n}}\n")
+               f"{block('const TVMModule* TVMSystemLibEntryPoint(void)', f'return &{prefix}_module;')}\n")
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -734,34 +777,35 @@ def system_lib_table_source(model_names: Sequence[str], renamed: bool) -> str:
         out += [f"const TVMModule* {e}(void);" for e in entries] + [""]
     rows = ",\n".join(f'  {{"{n}", &{e}}}' for n, e in zip(model_names, entries, strict=True))
     out += [f"static const TVMSystemLibTableEntry utvm_system_libs[{len(entries)}] = {{\n{rows}\n}};\n",
-            "const TVMSystemLibTableEntry* TVMSystemLibTable(size_t* num_entries) {\n"
-            f"  if (num_entries != NULL) {{\n    *num_entries = {len(entries)}U;\n  }}\n"
-            "  return utvm_system_libs;\n}\n"]
+            block("const TVMSystemLibTableEntry* TVMSystemLibTable(size_t* num_entries)",
+                  [block("if (num_entries != NULL)", f"*num_entries = {len(entries)}U;"),
+                   "return utvm_system_libs;"]) + "\n"]
     if renamed:
         out.append("/* runtime.SystemLib without a name: the first model. */\n"
-                   f"const TVMModule* TVMSystemLibEntryPoint(void) {{\n  return {entries[0]}();\n}}\n")
+                   f"{block('const TVMModule* TVMSystemLibEntryPoint(void)', f'return {entries[0]}();')}\n")
     return "\n".join(out).rstrip() + "\n"
 
 
 # --- link-time needs ----------------------------------------------------------------------------------------
 
-#: Every function of C99 <math.h> (7.12), in its double, float and long double forms. The classification
-#: macros (isnan, isinf, fpclassify, signbit, ...) and INFINITY/NAN/HUGE_VAL are left out: C99 makes them
-#: macros, resolved at compile time.
-_MATH_BASE = (
-    "acos asin atan atan2 cos sin tan acosh asinh atanh cosh sinh tanh exp exp2 expm1 frexp ilogb ldexp log "
-    "log10 log1p log2 logb modf scalbn scalbln cbrt fabs hypot pow sqrt erf erfc lgamma tgamma ceil floor "
-    "nearbyint rint lrint llrint round lround llround trunc fmod remainder remquo copysign nan nextafter "
-    "nexttoward fdim fmax fmin fma").split()
-MATH_FUNCTIONS: frozenset[str] = frozenset(f"{b}{s}" for b in _MATH_BASE for s in ("", "f", "l"))
+def model_libm_functions(lowered: Lowered, user_sources: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The <math.h> functions a model's C calls, sorted: what must come from a libm at link time (none: the
+    code links without one). The generated C's are what its kernels and helpers reported as they were emitted
+    (`FileScope.libm` of the operators file; main.c calls none); the C files of user operators
+    (`user_sources`, file name -> text: not generated, so their text is all there is to know) are read."""
+    return tuple(sorted(set(lowered.ops_file.libm) | set(libm_functions(user_sources or {}))))
+
 
 _C_COMMENT_OR_LITERAL = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
 _CALL = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 
 
 def libm_functions(sources: Mapping[str, str]) -> tuple[str, ...]:
-    """The <math.h> functions the C `sources` (file name -> text) call, sorted: what must come from a libm
-    at link time (none: the code links without one). Comments and string literals are not code."""
+    """The <math.h> functions (`MATH_FUNCTIONS`) the C `sources` (file name -> text) call, sorted, read from the
+    text (comments and string literals are not code). Generated C never needs it: its kernels report their
+    calls (`model_libm_functions`). It is for C utvm did not write (user operators' files), for an MLF written
+    before metadata.json recorded `libm_functions`, and for kernels still on the deprecated
+    `KernelCode.uses_libm`."""
     found: set[str] = set()
     for text in sources.values():
         code = _C_COMMENT_OR_LITERAL.sub(" ", text)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 import importlib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -186,7 +186,7 @@ class CompiledModel:
         """The <math.h> functions the generated C calls (expf, tanhf, sqrtf, ...), sorted; empty when it links
         without a libm. Recorded in metadata.json as `modules.<m>.utvm.libm_functions` (and, when not empty,
         a `libm` entry of `external_dependencies`) and read from there, so a model loaded from an MLF carries
-        it; an archive written before utvm recorded it gets it from its sources."""
+        it; only an archive written before utvm recorded it gets it by reading its sources' text."""
         extra = self.metadata.get("modules", {}).get(self.model_name, {}).get("utvm", {})
         if isinstance(extra, dict) and isinstance(extra.get("libm_functions"), list):
             return tuple(str(f) for f in extra["libm_functions"])
@@ -330,7 +330,8 @@ def _emit(source: Graph, lowered: Lowered, opts: CompileOptions, log: list[tuple
         f"{prefix}_main.c": codegen.main_source(lowered, cg_opts, iface),
     }
     # The C files of user operators (--custom-op) travel with the generated code: MLF, firmware, deploy.
-    sources.update(custom_ops.user_sources(graph))
+    user_sources = custom_ops.user_sources(graph)
+    sources.update(user_sources)
     rpc = rpc_sources(opts, iface, lowered.plan.workspace_bytes, lowered.plan.pools)
     if not rpc:  # the packed interface's system library is the model's own packed code
         sources[system_lib_name(opts.model_name)] = codegen.system_lib_source(lowered, cg_opts, iface)
@@ -348,8 +349,9 @@ def _emit(source: Graph, lowered: Lowered, opts: CompileOptions, log: list[tuple
     constant_bytes = lowered.ops_file.constant_bytes + sum(
         graph.tensor(n).nbytes for n in lowered.output_consts.values())
     sys_funcs = tuple(r for r, _c in codegen.system_lib_entries(lowered, cg_opts))
+    libm = codegen.model_libm_functions(lowered, user_sources)
     metadata = build_metadata(opts, iface, lowered.plan, operators, constant_bytes, sources, sys_funcs, log,
-                              graph, rpc)
+                              graph, rpc, libm=libm)
     user_ops = custom_ops.describe(graph, packed=not opts.unpacked_api)
     if user_ops:  # what the C files under codegen/host/src/utvm_user_*.c provide (docs/custom_ops.md)
         metadata["modules"][opts.model_name]["utvm"]["custom_ops"] = user_ops
@@ -383,17 +385,17 @@ def rpc_sources(opts: CompileOptions, iface: ModelInterface, workspace_bytes: in
 def build_metadata(opts: CompileOptions, iface: ModelInterface, plan: MemoryPlan, operators: tuple[OperatorInfo, ...],
                    constant_bytes: int, sources: dict[str, str], sys_funcs: tuple[str, ...],
                    log: list[tuple[str, int]], graph: Graph | None = None,
-                   rpc: Mapping[str, str] | None = None) -> dict[str, Any]:
+                   rpc: Mapping[str, str] | None = None, *, libm: Sequence[str]) -> dict[str, Any]:
     """metadata.json in MLF version 7 layout (docs/architecture.md §8), with utvm's additions under `utvm`: among
-    them the model hash of `graph` (the compiled graph, header.model_hash) and the names of the firmware-only
-    `rpc` sources (CompiledModel.rpc_sources, not in codegen/)."""
+    them the model hash of `graph` (the compiled graph, header.model_hash), the names of the firmware-only
+    `rpc` sources (CompiledModel.rpc_sources, not in codegen/) and `libm`, the <math.h> functions the C calls
+    (codegen.model_libm_functions: what the kernels reported)."""
     io_bytes = sum(x.size for x in (*iface.inputs, *iface.outputs))
 
     def io(xs: tuple) -> dict[str, Any]:
         return {x.name: x.to_json() for x in xs}
 
     m = opts.model_name
-    libm = codegen.libm_functions(sources)
     deps = [{
         "short_name": "tvm_standalone_crt",
         "url": "./runtime",

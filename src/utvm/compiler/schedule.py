@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,49 +55,133 @@ def _always_legal(_point: Schedule) -> str | None:
 
 @dataclass(frozen=True)
 class Space:
-    """The knobs of one kernel for one workload, their default point and a legality test."""
+    """The knobs of one kernel for one workload, their default point and a legality test.
+
+    A space is flat (every point names every knob: the cross product) or *conditional*: the first knob
+    selects a branch (`branches`: selector value -> names of the other knobs that exist in that branch), so
+    an algorithm's point names only the knobs that change its code (`conditional` builds one). `legacy`
+    maps knob names a space used before (old tuning logs) to their names now: `normalize` reads old points.
+    """
 
     knobs: tuple[Knob, ...]
     default: Schedule = field(default_factory=dict)
     #: None when a point is legal, else a one-line reason (alignment, register pressure, a shape the
     #: variant cannot handle); every illegal point is skipped by the tuner and refused when forced.
     legal: Callable[[Schedule], str | None] = _always_legal
+    #: selector value -> the knobs (beyond the selector, the first knob) its points name; empty: flat
+    branches: Mapping[Any, tuple[str, ...]] = field(default_factory=dict)
+    #: old knob name -> its name now (points of old tuning logs; see `normalize`)
+    legacy: Mapping[str, str] = field(default_factory=dict)
+    #: knobs added since points were first written -> the value that gives the code those points had
+    #: (a constant that became a knob); `normalize` fills them into a point that lacks them
+    added: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         names = [k.name for k in self.knobs]
         if len(set(names)) != len(names):
             raise CompileError(f"duplicate knob names in {names}")
+        if self.branches:
+            selector = self.knobs[0]
+            if set(self.branches) != set(selector.values):
+                raise CompileError(f"the branches of {selector.name!r} must be exactly its values "
+                                   f"{list(selector.values)}")
+            for value, members in self.branches.items():
+                unknown = sorted(set(members) - set(names[1:]))
+                if unknown:
+                    raise CompileError(f"branch {selector.name}={value!r} names unknown knobs {unknown}")
         reason = self.check(self.default)
         if reason:
             raise CompileError(f"the default schedule {self.default} is not legal: {reason}")
 
+    @staticmethod
+    def conditional(selector: Knob, branches: Mapping[Any, Sequence[Knob]], shared: Sequence[Knob] = (),
+                    default: Schedule | None = None, legal: Callable[[Schedule], str | None] = _always_legal,
+                    legacy: Mapping[str, str] | None = None, added: Mapping[str, Any] | None = None) -> Space:
+        """A space whose `selector` (e.g. `algo`) chooses a sub-space: `branches[value]` are the knobs that
+        exist for that value, `shared` the knobs every branch has (listed first after the selector). A knob
+        object may appear in several branches (one definition, e.g. `requant`)."""
+        knobs: list[Knob] = [selector, *shared]
+        for branch in branches.values():
+            for k in branch:
+                if all(k.name != have.name for have in knobs):
+                    knobs.append(k)
+                elif next(have for have in knobs if have.name == k.name) != k:
+                    raise CompileError(f"knob {k.name!r} is defined differently in two branches")
+        shared_names = tuple(k.name for k in shared)
+        return Space(tuple(knobs), dict(default or {}), legal,
+                     {v: shared_names + tuple(k.name for k in branches[v]) for v in selector.values},
+                     dict(legacy or {}), dict(added or {}))
+
+    def _active(self, point: Mapping[str, Any]) -> tuple[Knob, ...]:
+        """The knobs a point of this space names: every knob (flat) or the selector and its branch."""
+        if not self.branches:
+            return self.knobs
+        members = self.branches.get(point.get(self.knobs[0].name), ())
+        return (self.knobs[0], *(k for k in self.knobs[1:] if k.name in members))
+
+    def _sub_spaces(self) -> list[tuple[Any, tuple[Knob, ...]]]:
+        if not self.branches:
+            return [(None, self.knobs)]
+        sel = self.knobs[0]
+        return [(v, tuple(k for k in self.knobs[1:] if k.name in self.branches[v])) for v in sel.values]
+
     @property
     def size(self) -> int:
-        """Points in the cross product (legal or not)."""
-        return math.prod(len(k.values) for k in self.knobs)
+        """Points in the cross product of each branch (legal or not)."""
+        return sum(math.prod(len(k.values) for k in ks) for _v, ks in self._sub_spaces())
 
     def point(self, index: int) -> Schedule:
-        """The point at `index` of the cross product (mixed radix, first knob slowest)."""
-        out: Schedule = {}
-        for k in reversed(self.knobs):
-            index, r = divmod(index, len(k.values))
-            out[k.name] = k.values[r]
-        return {k.name: out[k.name] for k in self.knobs}
+        """The point at `index` (branch by branch; in a branch, mixed radix, first knob slowest)."""
+        for value, ks in self._sub_spaces():
+            n = math.prod(len(k.values) for k in ks)
+            if index < n:
+                out: Schedule = {}
+                for k in reversed(ks):
+                    index, r = divmod(index, len(k.values))
+                    out[k.name] = k.values[r]
+                head = {} if value is None else {self.knobs[0].name: value}
+                return {**head, **{k.name: out[k.name] for k in ks}}
+            index -= n
+        raise IndexError("schedule point index out of range")
 
     def points(self) -> Iterator[Schedule]:
-        """Every legal point, in cross-product order."""
+        """Every legal point, in `point` order."""
         for i in range(self.size):
             p = self.point(i)
             if self.legal(p) is None:
                 yield p
 
+    def normalize(self, point: Mapping[str, Any]) -> Schedule:
+        """`point` as this space names it: knobs renamed since (`legacy`) take their new names, and in a
+        conditional space the knobs another branch owns are dropped when the point's selector is known
+        (an old flat point's "off" values, which never changed the code), and a knob added since (`added`)
+        that the point lacks takes the value that gives the code it had. What is left is for `check`."""
+        out = {self.legacy.get(k, k): v for k, v in point.items()}
+        if self.branches and out.get(self.knobs[0].name) in self.branches:
+            keep = {k.name for k in self._active(out)}
+            known = {k.name for k in self.knobs}
+            out = {k: v for k, v in out.items() if k in keep or k not in known}
+        if self.added and out:
+            active = {k.name for k in self._active(out)}
+            out.update({k: v for k, v in self.added.items() if k in active and k not in out})
+        return out
+
     def check(self, point: Mapping[str, Any]) -> str | None:
-        """None if `point` names every knob with one of its values and is legal; else why not."""
-        names = {k.name for k in self.knobs}
+        """None if `point` names every knob of its branch with one of its values and is legal; else why
+        not."""
+        if self.branches:
+            sel = self.knobs[0]
+            if sel.name not in point:
+                return f"knob {sel.name!r} is missing"
+            if point[sel.name] not in sel.values or type(point[sel.name]) is not type(sel.values[0]):
+                return f"knob {sel.name!r} = {point[sel.name]!r} is not one of {list(sel.values)}"
+        active = self._active(point)
+        names = {k.name for k in active}
         extra = sorted(set(point) - names)
         if extra:
-            return f"unknown knob(s) {', '.join(extra)}"
-        for k in self.knobs:
+            where = f" for {self.knobs[0].name}={point[self.knobs[0].name]!r}" if self.branches else ""
+            return f"unknown knob(s) {', '.join(extra)}{where}"
+        for k in active:
             if k.name not in point:
                 return f"knob {k.name!r} is missing"
             if point[k.name] not in k.values or type(point[k.name]) is not type(k.values[0]):
@@ -106,18 +190,44 @@ class Space:
 
     def features(self, point: Mapping[str, Any]) -> list[float]:
         """Numbers describing a point (one per knob value: one-hot for strings and bools, the value for
-        ints), for learned cost models."""
+        ints; zeros for a knob the point's branch does not have), for learned cost models."""
         out: list[float] = []
         for k in self.knobs:
-            v = point[k.name]
+            v = point.get(k.name)
             if all(isinstance(x, int) and not isinstance(x, bool) for x in k.values):
-                out.append(float(v))
+                out.append(0.0 if v is None else float(v))
             else:
-                out += [1.0 if v == x else 0.0 for x in k.values]
+                out += [1.0 if v == x and k.name in point else 0.0 for x in k.values]
         return out
 
     def describe(self) -> str:
-        return ", ".join(f"{k.name} in {list(k.values)}" for k in self.knobs)
+        if not self.branches:
+            return ", ".join(f"{k.name} in {list(k.values)}" for k in self.knobs)
+        sel = self.knobs[0]
+        parts = []
+        for value, ks in self._sub_spaces():
+            inner = ", ".join(f"{k.name} in {list(k.values)}" for k in ks)
+            parts.append(f"{sel.name}={value}" + (f": {inner}" if inner else ""))
+        return "; ".join(parts)
+
+
+# --- knobs several kernel families share (one definition each) ------------------------------------------
+
+#: every exact requantization form (utvm.compiler.kernels.requant); a kernel's legality says which apply
+REQUANT_FORMS: tuple[str, ...] = ("c", "fast", "dbl")
+
+
+def requant_knob() -> Knob:
+    return Knob("requant", REQUANT_FORMS,
+                "requantization: the shared C helper, the shortest exact form, or the doubled-accumulator SMMULR form")
+
+
+def no_sched_knob() -> Knob:
+    return Knob("no_sched", (False, True), "GCC's pre-register-allocation instruction scheduler off for this operator")
+
+
+def unroll_knob(values: Sequence[int], doc: str = "loop iterations written out per step") -> Knob:
+    return Knob("unroll", tuple(int(v) for v in values), doc)
 
 
 EMPTY_SPACE = Space(())

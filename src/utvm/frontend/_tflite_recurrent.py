@@ -1,4 +1,4 @@
-"""TFLite import of the recurrent operator family (registered into utvm.frontend.tflite with `converter`).
+"""TFLite import of the recurrent operator family (utvm.ops.recurrent): SVDF, UNIDIRECTIONAL_SEQUENCE_LSTM.
 
 Their variable inputs (is_variable: SVDF's activation_state, LSTM's output and cell state) become node
 state: the input is dropped from the node and its dtype and quantization are recorded as attributes; the
@@ -8,33 +8,29 @@ op keeps the state across runs (utvm.ops.recurrent, KernelCode.persistent_bytes)
 from __future__ import annotations
 
 from utvm.errors import ModelFormatError, UnsupportedModelError
-from utvm.frontend.tflite import _ACTIVATIONS, VARIABLE_STATE_OPS, _Importer, _RawOp, converter
+from utvm.frontend._tflite_core import VARIABLE_STATE_OPS, Importer, RawOp, converter, fused_activation, label
 
 VARIABLE_STATE_OPS.update({"SVDF", "UNIDIRECTIONAL_SEQUENCE_LSTM"})
 
 
-def _where(op: _RawOp) -> str:
-    return f"operator {op.index} ({op.code})"
-
-
-def _variable(imp: _Importer, op: _RawOp, k: int, what: str) -> str:
+def _variable(imp: Importer, op: RawOp, k: int, what: str) -> str:
     """The name of input k, which must be a variable tensor (the op's state)."""
     if k >= len(op.inputs) or op.inputs[k] < 0:
-        raise ModelFormatError(f"{_where(op)}: {what} (input {k}) is missing")
+        raise ModelFormatError(f"{label(op)}: {what} (input {k}) is missing")
     raw = imp.raw.tensors[op.inputs[k]]
     name = imp.names[op.inputs[k]]
     if not raw.is_variable:
-        raise UnsupportedModelError(f"{_where(op)}: {what} {name!r} (input {k}) must be a variable tensor "
+        raise UnsupportedModelError(f"{label(op)}: {what} {name!r} (input {k}) must be a variable tensor "
                                     "(is_variable), as TFLite Micro requires")
     # Each node keeps its own state: a variable shared by two operators (one state for both) is refused.
     owners: dict[str, int] = imp.__dict__.setdefault("_recurrent_variables", {})
     if owners.setdefault(name, op.index) != op.index:
-        raise UnsupportedModelError(f"{_where(op)}: variable {name!r} is also the state of operator "
+        raise UnsupportedModelError(f"{label(op)}: variable {name!r} is also the state of operator "
                                     f"{owners[name]}; state shared between operators is not supported")
     return name
 
 
-def _state_attrs(imp: _Importer, name: str, prefix: str) -> dict[str, object]:
+def _state_attrs(imp: Importer, name: str, prefix: str) -> dict[str, object]:
     t = imp.tensors[name]
     q = t.quant
     return {f"{prefix}_dtype": t.dtype, f"{prefix}_shape": tuple(int(d) for d in t.shape),
@@ -42,18 +38,10 @@ def _state_attrs(imp: _Importer, name: str, prefix: str) -> dict[str, object]:
             f"{prefix}_zero_point": int(q.zero_point[0]) if q is not None else 0}
 
 
-def _activation(op: _RawOp) -> str:
-    code = int(op.options.get("FusedActivationFunction", 0))
-    act = _ACTIVATIONS.get(code)
-    if act is None:
-        raise ModelFormatError(f"{_where(op)} has unknown fused activation {code}")
-    return act
-
-
 @converter("SVDF")
-def _svdf(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
+def _svdf(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> None:
     if len(ins) != 5 or len(outs) != 1:
-        raise ModelFormatError(f"{_where(op)}: SVDF takes 5 inputs (input, weights_feature, weights_time, bias, "
+        raise ModelFormatError(f"{label(op)}: SVDF takes 5 inputs (input, weights_feature, weights_time, bias, "
                                f"activation_state) and 1 output, got {len(ins)} and {len(outs)}")
     state = _variable(imp, op, 4, "activation_state")
     x, wf, wt = ins[0], ins[1], ins[2]
@@ -63,10 +51,10 @@ def _svdf(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
     st_shape = attrs.pop("state_shape")
     tx, twt = imp.tensors[x], imp.tensors[wt]
     if len(tx.shape) == 2 and len(twt.shape) == 2 and st_shape != (tx.shape[0], twt.shape[0] * twt.shape[1]):
-        raise ModelFormatError(f"{_where(op)}: activation_state {state!r} has shape {list(st_shape)}, expected "
+        raise ModelFormatError(f"{label(op)}: activation_state {state!r} has shape {list(st_shape)}, expected "
                                f"[{tx.shape[0]}, {twt.shape[0] * twt.shape[1]}] (batch, filters x memory)")
-    imp.emit("svdf", [x, wf, wt, ins[3]], outs, rank=int(op.options.get("Rank", 0)), activation=_activation(op),
-             **attrs)
+    imp.emit("svdf", [x, wf, wt, ins[3]], outs, rank=int(op.options.get("Rank", 0)),
+             activation=fused_activation(op, refuse=False), **attrs)
 
 
 _LSTM_VARIANTS = {9: "cell_to_input_weights (peephole)", 10: "cell_to_forget_weights (peephole)",
@@ -81,18 +69,18 @@ _LSTM_REQUIRED = {1: "input_to_input_weights (an LSTM without it is CIFG)", 2: "
 
 
 @converter("UNIDIRECTIONAL_SEQUENCE_LSTM")
-def _lstm(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
+def _lstm(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> None:
     if len(ins) != 24 or len(outs) != 1:
-        raise ModelFormatError(f"{_where(op)}: UNIDIRECTIONAL_SEQUENCE_LSTM takes 24 inputs and 1 output (as TFLite "
+        raise ModelFormatError(f"{label(op)}: UNIDIRECTIONAL_SEQUENCE_LSTM takes 24 inputs and 1 output (as TFLite "
                                f"Micro requires), got {len(ins)} and {len(outs)}")
     for k, what in _LSTM_VARIANTS.items():
         if ins[k]:
-            raise UnsupportedModelError(f"{_where(op)}: input {k}, {what} {ins[k]!r}, is present: LSTM variants "
+            raise UnsupportedModelError(f"{label(op)}: input {k}, {what} {ins[k]!r}, is present: LSTM variants "
                                         "(peephole, projection, layer normalization) are not supported (nor by "
                                         "TFLite Micro's LSTM)")
     for k, what in _LSTM_REQUIRED.items():
         if not ins[k]:
-            raise UnsupportedModelError(f"{_where(op)}: input {k}, {what}, is missing: TFLite Micro's LSTM needs "
+            raise UnsupportedModelError(f"{label(op)}: input {k}, {what}, is missing: TFLite Micro's LSTM needs "
                                         "every input and recurrent weight and gate bias")
     hidden = _variable(imp, op, 18, "output_state")
     cell = _variable(imp, op, 19, "cell_state")
@@ -108,12 +96,13 @@ def _lstm(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
             for d in shape:
                 n *= int(d)
             if n != batch * units:
-                raise ModelFormatError(f"{_where(op)}: state {name!r} has shape {list(shape)}: {n} elements, "
+                raise ModelFormatError(f"{label(op)}: state {name!r} has shape {list(shape)}: {n} elements, "
                                        f"expected batch x units = {batch * units}")
     else:
         h.pop("hidden_shape")
         cst.pop("cell_shape")
     if imp.tensors[ins[0]].dtype == "float32" and imp.tensors[ins[2]].dtype in ("int8", "uint8"):
         imp.check_hybrid(op, ins[0], ins[2])
-    imp.emit("lstm", [ins[0], *ins[1:9], *ins[12:16]], outs, time_major=time_major, activation=_activation(op),
-             cell_clip=float(op.options.get("CellClip", 0.0)), **h, **cst)
+    imp.emit("lstm", [ins[0], *ins[1:9], *ins[12:16]], outs, time_major=time_major,
+             activation=fused_activation(op, refuse=False), cell_clip=float(op.options.get("CellClip", 0.0)),
+             **h, **cst)

@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from utvm.errors import ModelFormatError, UnsupportedModelError
-from utvm.frontend.tflite import _arity, _Importer, _RawOp, converter
+from utvm.frontend._tflite_core import Importer, RawOp, arity, converter
 
 # TensorType codes of the FFTs' "T" option
 _FFT_TYPES = {0: "float32", 2: "int32", 7: "int16"}
 
 
-def _options(op: _RawOp, keys: tuple[str, ...], bools: tuple[str, ...] = ()) -> dict[str, Any]:
+def _options(op: RawOp, keys: tuple[str, ...], bools: tuple[str, ...] = ()) -> dict[str, Any]:
     label = f"operator {op.index} ({op.code})"
     if not op.custom_options:
         raise ModelFormatError(f"{label} has no custom options; it needs {', '.join(keys)}")
@@ -42,29 +42,29 @@ def _options(op: _RawOp, keys: tuple[str, ...], bools: tuple[str, ...] = ()) -> 
     return out
 
 
-def _outs(op: _RawOp, outs: list[str], n: int) -> None:
+def _outs(op: RawOp, outs: list[str], n: int) -> None:
     if len(outs) != n:
         raise ModelFormatError(f"operator {op.index} ({op.code}) has {len(outs)} outputs; expected {n}")
 
 
 @converter("CUSTOM:SignalWindow")
-def _window(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
-    _arity(imp, op, ins, 2, 2)
+def _window(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> None:
+    arity(imp, op, ins, 2, 2)
     _outs(op, outs, 1)
     o = _options(op, ("shift",))
     imp.emit("signal_window", ins, outs, shift=o["shift"])
 
 
 @converter("CUSTOM:SignalFftAutoScale")
-def _fft_auto_scale(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
-    _arity(imp, op, ins, 1, 1)
+def _fft_auto_scale(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> None:
+    arity(imp, op, ins, 1, 1)
     _outs(op, outs, 2)
     imp.emit("signal_fft_auto_scale", ins, outs)
 
 
 @converter("CUSTOM:SignalRfft", "CUSTOM:SignalIrfft")
-def _rfft(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
-    _arity(imp, op, ins, 1, 1)
+def _rfft(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> None:
+    arity(imp, op, ins, 1, 1)
     _outs(op, outs, 1)
     o = _options(op, ("T", "fft_length"))
     if o["T"] not in _FFT_TYPES:
@@ -79,31 +79,31 @@ def _rfft(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
 
 
 @converter("CUSTOM:SignalEnergy")
-def _energy(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
-    _arity(imp, op, ins, 1, 1)
+def _energy(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> None:
+    arity(imp, op, ins, 1, 1)
     _outs(op, outs, 1)
     o = _options(op, ("end_index", "start_index"))
     imp.emit("signal_energy", ins, outs, start_index=o["start_index"], end_index=o["end_index"])
 
 
 @converter("CUSTOM:SignalFilterBank")
-def _filter_bank(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
-    _arity(imp, op, ins, 6, 6)
+def _filter_bank(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> None:
+    arity(imp, op, ins, 6, 6)
     _outs(op, outs, 1)
     o = _options(op, ("num_channels",))
     imp.emit("signal_filter_bank", ins, outs, num_channels=o["num_channels"])
 
 
 @converter("CUSTOM:SignalFilterBankSquareRoot")
-def _filter_bank_sqrt(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
-    _arity(imp, op, ins, 2, 2)
+def _filter_bank_sqrt(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> None:
+    arity(imp, op, ins, 2, 2)
     _outs(op, outs, 1)
     imp.emit("signal_filter_bank_square_root", ins, outs)
 
 
 @converter("CUSTOM:SignalFilterBankLog")
-def _filter_bank_log(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
-    _arity(imp, op, ins, 1, 1)
+def _filter_bank_log(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> None:
+    arity(imp, op, ins, 1, 1)
     _outs(op, outs, 1)
     o = _options(op, ("input_correction_bits", "output_scale"))
     imp.emit("signal_filter_bank_log", ins, outs, input_correction_bits=o["input_correction_bits"],
@@ -111,16 +111,16 @@ def _filter_bank_log(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]
 
 
 @converter("CUSTOM:SignalPCAN")
-def _pcan(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
-    _arity(imp, op, ins, 3, 3)
+def _pcan(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> None:
+    arity(imp, op, ins, 3, 3)
     _outs(op, outs, 1)
     o = _options(op, ("snr_shift",))
     imp.emit("signal_pcan", ins, outs, snr_shift=o["snr_shift"])
 
 
 @converter("CUSTOM:SignalFramer")
-def _framer(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
-    _arity(imp, op, ins, 1, 1)
+def _framer(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> None:
+    arity(imp, op, ins, 1, 1)
     _outs(op, outs, 2)
     o = _options(op, ("frame_size", "frame_step", "prefill"), bools=("prefill",))
     imp.emit("signal_framer", ins, outs, frame_size=o["frame_size"], frame_step=o["frame_step"],
@@ -128,23 +128,23 @@ def _framer(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None
 
 
 @converter("CUSTOM:SignalStacker")
-def _stacker(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
-    _arity(imp, op, ins, 1, 1)
+def _stacker(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> None:
+    arity(imp, op, ins, 1, 1)
     _outs(op, outs, 2)
     keys = ("num_channels", "stacker_left_context", "stacker_right_context", "stacker_step")
     imp.emit("signal_stacker", ins, outs, **_options(op, keys))
 
 
 @converter("CUSTOM:SignalDelay")
-def _delay(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
-    _arity(imp, op, ins, 1, 1)
+def _delay(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> None:
+    arity(imp, op, ins, 1, 1)
     _outs(op, outs, 1)
     imp.emit("signal_delay", ins, outs, delay_length=_options(op, ("delay_length",))["delay_length"])
 
 
 @converter("CUSTOM:SignalOverlapAdd")
-def _overlap_add(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
-    _arity(imp, op, ins, 1, 1)
+def _overlap_add(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> None:
+    arity(imp, op, ins, 1, 1)
     _outs(op, outs, 1)
     o = _options(op, ("T", "frame_step"))
     types = {0: "float32", 7: "int16"}
@@ -158,8 +158,8 @@ def _overlap_add(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) ->
 
 
 @converter("CUSTOM:SignalFilterBankSpectralSubtraction")
-def _spectral_subtraction(imp: _Importer, op: _RawOp, ins: list[str], outs: list[str]) -> None:
-    _arity(imp, op, ins, 1, 1)
+def _spectral_subtraction(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> None:
+    arity(imp, op, ins, 1, 1)
     _outs(op, outs, 2)
     keys = ("alternate_one_minus_smoothing", "alternate_smoothing", "clamping", "min_signal_remaining",
             "num_channels", "one_minus_smoothing", "smoothing", "smoothing_bits", "spectral_subtraction_bits")

@@ -24,6 +24,8 @@ import numpy as np
 from utvm.ir.graph import Graph, Node
 from utvm.ops._common import OutType, attr, check_count, check_dtype, fail, out, req
 
+OPS: tuple[str, ...] = ("batch_norm",)
+
 PARAM_ROLES = ("scale", "bias", "mean", "var")
 
 

@@ -1,8 +1,12 @@
-"""The binary op family: TFLite Micro's elementwise binary, comparison, logical, select and add_n kernels.
+"""The binary op family: TFLite's ADD, SUB and MUL, and TFLite Micro's elementwise binary, comparison,
+logical, select and add_n kernels.
 
 Every op broadcasts its inputs with numpy's rules (TFLM's broadcast kernels go to rank 6); add_n needs
 identical shapes. Canonical ops (attributes in brackets):
 
+  add, sub, mul         (a, b) [activation]  float32, int8, int16, int32 (below); `ElementwiseParams`, compiled
+                        by utvm.compiler.kernels.binary (every other op: `BinaryParams`, the same
+                        module's generic kernel)
   maximum, minimum      (a, b)  float32 int8 int16 int32 int64: raw values, no requantization (TFLM
                         compares the stored integers, whatever the quantization); `a > b ? a : b`
                         (`a < b ? a : b`), so a NaN in b wins and a NaN in a loses.
@@ -19,8 +23,30 @@ identical shapes. Canonical ops (attributes in brackets):
   select                (cond bool, x, y)  float32 int8 int16: cond ? x : y (TFLite SELECT_V2; raw values)
   add_n                 (x0, x1, ...)  float32 (summed left to right in float32), int8 (below)
 
-Quantized details (MBQM = MultiplyByQuantizedMultiplier with gemmlowp double rounding, QM =
-QuantizeMultiplier; every "< 1" multiplier is TFLM's QuantizeMultiplierSmallerThanOneExp, checked):
+add, sub, mul in detail (MBQM = MultiplyByQuantizedMultiplier in the kernel's rounding, QM = QuantizeMultiplier):
+
+* int8 add / sub (TFLite `reference_integer_ops::AddElementwise`, `reference_ops::SubElementwise`), with
+  left_shift = 20, twice_max = 2 * max(s_a, s_b) and each multiplier from QM (all <= 1):
+
+      a' = MBQM((a - zp_a) << 20, m_a, e_a)          m_a, e_a = QM(s_a / twice_max)
+      b' = MBQM((b - zp_b) << 20, m_b, e_b)          m_b, e_b = QM(s_b / twice_max)
+      y  = clamp(MBQM(a' +/- b', m_o, e_o) + zp_o, act)   m_o, e_o = QM(twice_max / (2**20 * s_out))
+
+* int8 mul (TFLite `reference_integer_ops::MulElementwise`):
+
+      y  = clamp(MBQM((a - zp_a) * (b - zp_b), m, e) + zp_o, act)     m, e = QM(s_a * s_b / s_out)
+
+* int16 (TFLite Micro): add / sub take the general int8 path with left_shift = 15 (TFLM never takes TFLite's
+  power-of-two int16 path, whatever pot_scale_int16 says); mul as int8 with all zero points 0 (checked).
+  The scale ratios are computed in double for SUB too: measured against the tflite-micro package (its int16
+  SUB matches double ratios and not float32 ones, although recent sub_common.cc sources compute in float).
+* int32 (unquantized; TFLM refuses quantization parameters on ADD/SUB inputs and SUB's output): two's
+  complement wrapping a + b, a - b, a * b, clamped to the activation's int32 range (CalculateActivationRange
+  <int32_t>: relu [0, INT32_MAX], relu6 [0, 6], relu_n1_to_1 [-1, 1]) for sub and mul. TFLM's int32 ADD
+  ignores the fused activation (it clamps to the whole int32 range), and so does utvm.
+
+The other ops' quantized details (MBQM with gemmlowp double rounding; every "< 1" multiplier is TFLM's
+QuantizeMultiplierSmallerThanOneExp, checked):
 
 * comparisons int8: each side is rescaled to a common domain, v' = MBQM((v - zp) << 8, m, e) with
   m, e = QM(scale of that input), then compared. TFLM requires each input scale < 1.
@@ -45,13 +71,21 @@ from utvm.ir.graph import Graph, Node, Tensor
 from utvm.ops import _common as c
 from utvm.ops import _quant
 
+#: TFLite's ADD, SUB, MUL: `ElementwiseParams` (their own kernels and schedule space in utvm.compiler.kernels.binary)
+ELEMENTWISE: tuple[str, ...] = ("add", "sub", "mul")
 COMPARISONS = ("equal", "not_equal", "greater", "greater_equal", "less", "less_equal")
 ARITH = ("maximum", "minimum", "div", "floor_div", "floor_mod", "squared_difference")
 LOGICAL = ("logical_and", "logical_or")
-OPS: tuple[str, ...] = ARITH + COMPARISONS + LOGICAL + ("select", "add_n")
+#: the ops of `BinaryParams` (utvm.compiler.kernels.binary registers its kernel for exactly these); the
+#: family's ops are OPS
+BINARY: tuple[str, ...] = ARITH + COMPARISONS + LOGICAL + ("select", "add_n")
+OPS: tuple[str, ...] = ELEMENTWISE + BINARY
 
-# dtypes TFLM's Eval accepts, per op
+# dtypes accepted per op (TFLM's Eval)
 DTYPES: dict[str, tuple[str, ...]] = {
+    "add": ("float32", "int8", "int16", "int32"),
+    "sub": ("float32", "int8", "int16", "int32"),
+    "mul": ("float32", "int8", "int16", "int32"),
     "maximum": ("float32", "int8", "int16", "int32", "int64"),
     "minimum": ("float32", "int8", "int16", "int32", "int64"),
     "div": ("float32", "int32", "int8"),
@@ -69,15 +103,50 @@ DTYPES: dict[str, tuple[str, ...]] = {
     "select": ("float32", "int8", "int16"),
     "add_n": ("float32", "int8"),
 }
+#: add / sub: the left shift of the rescaled inputs (int8; int16 uses LEFT_SHIFT_INT16)
+LEFT_SHIFT = 20
+LEFT_SHIFT_INT16 = 15
 COMPARE_SHIFT = 8
 ADD_N_SHIFT = 20
 SQDIFF_SHIFT = {"int8": 7, "int16": 0}
 INT32_MIN, INT32_MAX = _quant.INT32_MIN, _quant.INT32_MAX
+INT32_RANGE = (INT32_MIN, INT32_MAX)
 
 
 @dataclass(frozen=True)
 class BinaryAttrs:
     activation: str = "none"
+
+
+@dataclass(frozen=True)
+class ElementwiseParams:
+    """An add, sub or mul node. `a_shape`/`b_shape` broadcast (numpy rules) to `output_shape`.
+
+    int8 / int16 add/sub: `a_zero_point`, `b_zero_point`, `output_zero_point`, `left_shift` (20; 15 for
+    int16), `a_multiplier`/`a_shift`, `b_multiplier`/`b_shift` (input rescales, shift <= 0) and
+    `output_multiplier`/`output_shift`;
+    int8 / int16 mul: zero points and `output_multiplier`/`output_shift`. `act_min`/`act_max`: clamp range.
+    """
+
+    op: str
+    dtype: str
+    a_shape: tuple[int, ...]
+    b_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+    activation: str
+    act_min: float | int
+    act_max: float | int
+    a_zero_point: int = 0
+    b_zero_point: int = 0
+    output_zero_point: int = 0
+    left_shift: int = 0
+    a_multiplier: int = 0
+    a_shift: int = 0
+    b_multiplier: int = 0
+    b_shift: int = 0
+    output_multiplier: int = 0
+    output_shift: int = 0
+    rounding: str = "single"
 
 
 @dataclass(frozen=True)
@@ -131,7 +200,7 @@ def infer(node: Node, graph: Graph) -> list[c.OutType]:
     else:
         c.check_count(node, graph, 3 if op == "select" else 2)
     ts = [c.req(node, graph, i) for i in range(len(node.inputs))]
-    if op == "div":
+    if op == "div" or op in ELEMENTWISE:
         c.activation(node, graph)
     elif node.attrs.get("activation", "none") != "none":
         raise c.fail(node, graph, f"{op} has no fused activation (got {node.attrs['activation']!r})")
@@ -149,6 +218,12 @@ def infer(node: Node, graph: Graph) -> list[c.OutType]:
         if t.dtype != data[0].dtype:
             raise c.fail(node, graph, f"inputs {data[0].name!r} ({data[0].dtype}) and {t.name!r} ({t.dtype}) "
                                       "differ in dtype")
+    if op in ELEMENTWISE and data[0].dtype == "int32":
+        y = c.out(node, graph)
+        quantized = [t for t in ((ts[0], ts[1]) if op != "sub" else (ts[0], ts[1], y)) if t.quant is not None]
+        if op != "mul" and quantized:
+            raise c.fail(node, graph, f"int32 {op} must be unquantized (TFLite Micro), but {quantized[0].name!r} "
+                                      "has quantization parameters")
     if op == "add_n":
         for t in ts[1:]:
             if tuple(t.shape) != tuple(ts[0].shape):
@@ -158,7 +233,7 @@ def infer(node: Node, graph: Graph) -> list[c.OutType]:
     else:
         shape = _broadcast(node, graph, ts)
     out = "bool" if op in COMPARISONS else data[0].dtype
-    if data[0].dtype in ("int8", "int16") and op not in ("maximum", "minimum", "select"):
+    if data[0].dtype in ("int8", "int16") and op not in ("maximum", "minimum", "select") + ELEMENTWISE:
         _build(node, graph, shape, out, "double")  # quantization constraints fail at import, not at compile
     return [(shape, out)]
 
@@ -174,9 +249,46 @@ def _smaller_than_one(node: Node, graph: Graph, real: float, what: str) -> tuple
     return m, e
 
 
-def prepare(node: Node, graph: Graph, rounding: str = "single") -> BinaryParams:
+def prepare(node: Node, graph: Graph, rounding: str = "single") -> BinaryParams | ElementwiseParams:
     ((oshape, out_dtype),) = infer(node, graph)
-    return _build(node, graph, oshape, out_dtype, _quant.kernel_rounding(rounding, node.op))
+    rounding = _quant.kernel_rounding(rounding, node.op)
+    if node.op in ELEMENTWISE:
+        return _elementwise(node, graph, oshape, rounding)
+    return _build(node, graph, oshape, out_dtype, rounding)
+
+
+def _elementwise(node: Node, graph: Graph, oshape: tuple[int, ...], rounding: str) -> ElementwiseParams:
+    """add, sub, mul (the module docstring)."""
+    a, b, y = c.req(node, graph, 0), c.req(node, graph, 1), c.out(node, graph)
+    dtype = a.dtype
+    act = c.activation(node, graph)
+    if dtype == "int32":
+        lo, hi = INT32_RANGE if node.op == "add" else _int32_activation_range(act)
+    else:
+        lo, hi = c.act_range(node, graph, y)
+    base = dict(op=node.op, dtype=dtype, a_shape=tuple(a.shape), b_shape=tuple(b.shape), output_shape=oshape,
+                activation=act, act_min=lo, act_max=hi, rounding=rounding)
+    if dtype in ("float32", "int32"):
+        return ElementwiseParams(**base)
+    s_a, zp_a = c.per_tensor(node, graph, a, "input a")
+    s_b, zp_b = c.per_tensor(node, graph, b, "input b")
+    s_o, zp_o = c.per_tensor(node, graph, y, "output")
+    zps = dict(a_zero_point=zp_a, b_zero_point=zp_b, output_zero_point=zp_o)
+    if node.op == "mul":
+        if dtype == "int16" and (zp_a, zp_b, zp_o) != (0, 0, 0):
+            raise c.fail(node, graph, f"int16 mul needs zero points 0 (TFLite Micro), got {zp_a}, {zp_b} -> {zp_o}")
+        m, e = _quant.quantize_multiplier(s_a * s_b / s_o, rounding)
+        return ElementwiseParams(**base, **zps, output_multiplier=m, output_shift=e)
+    left_shift = LEFT_SHIFT_INT16 if dtype == "int16" else LEFT_SHIFT
+    twice_max = 2.0 * max(s_a, s_b)
+    ra, rb, ro = s_a / twice_max, s_b / twice_max, twice_max / ((1 << left_shift) * s_o)
+    ma, ea = _quant.quantize_multiplier(ra, rounding)
+    mb, eb = _quant.quantize_multiplier(rb, rounding)
+    mo, eo = _quant.quantize_multiplier(ro, rounding)
+    if max(ea, eb, eo) > 0:
+        raise c.fail(node, graph, f"input/output scales {s_a:.9g}, {s_b:.9g} -> {s_o:.9g} need a multiplier above one")
+    return ElementwiseParams(**base, **zps, left_shift=left_shift, a_multiplier=ma, a_shift=ea, b_multiplier=mb,
+                             b_shift=eb, output_multiplier=mo, output_shift=eo)
 
 
 def _build(node: Node, graph: Graph, oshape: tuple[int, ...], out_dtype: str, rounding: str) -> BinaryParams:
@@ -292,9 +404,16 @@ def div_int8(p: BinaryParams, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.clip(y, p.act_min, p.act_max)
 
 
+def rescale_input(x: np.ndarray, zero_point: int, left_shift: int, multiplier: int, shift: int,
+                  rounding: str) -> np.ndarray:
+    """An input of add/sub, squared_difference, add_n or a comparison in the common domain:
+    MBQM((x - zp) << left_shift, multiplier, shift)."""
+    v = x.astype(np.int64) - zero_point
+    return _quant.multiply_by_quantized_multiplier(v << left_shift, multiplier, shift, rounding)
+
+
 def _rescale(p: BinaryParams, x: np.ndarray, i: int) -> np.ndarray:
-    v = x.astype(np.int64) - p.zero_points[i]
-    return _quant.multiply_by_quantized_multiplier(v << p.left_shift, p.multipliers[i], p.shifts[i], p.rounding)
+    return rescale_input(x, p.zero_points[i], p.left_shift, p.multipliers[i], p.shifts[i], p.rounding)
 
 
 def _int_div_trunc(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -304,7 +423,9 @@ def _int_div_trunc(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(b == 0, 0, _quant.wrap32(q))
 
 
-def reference(p: BinaryParams, *arrays: np.ndarray) -> np.ndarray:
+def reference(p: BinaryParams | ElementwiseParams, *arrays: np.ndarray) -> np.ndarray:
+    if isinstance(p, ElementwiseParams):
+        return _elementwise_reference(p, *arrays)
     op = p.op
     out_np = np.dtype(p.out_dtype)
     if op == "add_n":
@@ -363,3 +484,23 @@ def reference(p: BinaryParams, *arrays: np.ndarray) -> np.ndarray:
     y = _quant.multiply_by_quantized_multiplier(_quant.wrap32(d * d), p.output_multiplier, p.output_shift,
                                                 p.rounding)
     return np.clip(y + p.output_zero_point, p.act_min, p.act_max).astype(out_np)
+
+
+def _elementwise_reference(p: ElementwiseParams, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if p.dtype == "float32":
+        af, bf = a.astype(np.float32), b.astype(np.float32)
+        y = af + bf if p.op == "add" else af - bf if p.op == "sub" else af * bf
+        return c.clamp_float(np.broadcast_to(y, p.output_shape), float(p.act_min), float(p.act_max))
+    if p.dtype == "int32":
+        ai, bi = a.astype(np.int64), b.astype(np.int64)
+        y = _quant.wrap32(ai + bi if p.op == "add" else ai - bi if p.op == "sub" else _quant.wrap32(ai) * bi)
+        return np.broadcast_to(np.clip(y, p.act_min, p.act_max), p.output_shape).astype(np.int32)
+    if p.op == "mul":
+        raw = (a.astype(np.int64) - p.a_zero_point) * (b.astype(np.int64) - p.b_zero_point)
+    else:
+        sa = rescale_input(a, p.a_zero_point, p.left_shift, p.a_multiplier, p.a_shift, p.rounding)
+        sb = rescale_input(b, p.b_zero_point, p.left_shift, p.b_multiplier, p.b_shift, p.rounding)
+        raw = sa + sb if p.op == "add" else sa - sb
+    y = _quant.multiply_by_quantized_multiplier(raw, p.output_multiplier, p.output_shift, p.rounding)
+    y = y + p.output_zero_point
+    return np.broadcast_to(np.clip(y, p.act_min, p.act_max), p.output_shape).astype(p.dtype)

@@ -40,6 +40,8 @@ from utvm.ir.graph import Graph, Node
 from utvm.ops import _common as c
 from utvm.ops import _quant
 
+OPS: tuple[str, ...] = ("conv2d", "depthwise_conv2d")
+
 
 @dataclass(frozen=True)
 class Conv2DAttrs:

@@ -34,6 +34,8 @@ from utvm.ir.graph import Graph, Node
 from utvm.ops import _common as c
 from utvm.ops import _quant
 
+OPS: tuple[str, ...] = ("dense", "matmul")
+
 
 @dataclass(frozen=True)
 class DenseAttrs:

@@ -16,6 +16,8 @@ import numpy as np
 from utvm.ir.graph import Graph, Node
 from utvm.ops import _common as c
 
+OPS: tuple[str, ...] = ("pad",)
+
 
 @dataclass(frozen=True)
 class PadAttrs:

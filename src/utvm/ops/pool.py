@@ -16,7 +16,7 @@ so the kernel works on raw values:
 int16 (TFLite Micro's int16 MaxPool / AveragePool): the same as int8, in the int16 range.
 
 global_avg_pool2d (x[N,H,W,C]) -> [N,1,1,C] is a mean over H and W; its int8 semantics are those of
-`mean` with axes (1, 2) and keepdims (see utvm.ops.reduce).
+`mean` with axes (1, 2) and keepdims (see utvm.ops.reduction).
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ import numpy as np
 
 from utvm.ir.graph import Graph, Node
 from utvm.ops import _common as c
-from utvm.ops import _quant, reduce
+from utvm.ops import _quant, reduction
+
+OPS: tuple[str, ...] = ("max_pool2d", "avg_pool2d", "global_avg_pool2d")
 
 
 @dataclass(frozen=True)
@@ -94,12 +96,12 @@ def infer(node: Node, graph: Graph) -> list[c.OutType]:
     return [((n, oh, ow, ch), x.dtype)]
 
 
-def prepare(node: Node, graph: Graph, rounding: str = "single") -> Pool2DParams | reduce.MeanParams:
+def prepare(node: Node, graph: Graph, rounding: str = "single") -> Pool2DParams | reduction.MeanParams:
     ((oshape, dtype),) = infer(node, graph)
     x, y = c.req(node, graph, 0), c.out(node, graph)
     _quant.check_rounding(rounding)
     if node.op == "global_avg_pool2d":
-        return reduce.prepare_mean(node, graph, (1, 2), True, rounding)
+        return reduction.prepare_mean(node, graph, (1, 2), True, rounding)
     at = attrs_of(node)
     act = c.activation(node, graph)
     zp = 0
@@ -111,8 +113,8 @@ def prepare(node: Node, graph: Graph, rounding: str = "single") -> Pool2DParams 
 
 
 def reference(p: Pool2DParams, x: np.ndarray) -> np.ndarray:
-    if not isinstance(p, Pool2DParams):  # global_avg_pool2d: a mean over H and W (utvm.ops.reduce)
-        return reduce.reference(p, x)
+    if not isinstance(p, Pool2DParams):  # global_avg_pool2d: a mean over H and W (utvm.ops.reduction)
+        return reduction.reference(p, x)
     n, oh, ow, ch = p.output_shape
     h, w = p.input_shape[1], p.input_shape[2]
     xf = x.astype(np.float64)

@@ -35,6 +35,8 @@ from utvm.ir.graph import Graph, Node
 from utvm.ops import _common as c
 from utvm.ops import _quant
 
+OPS: tuple[str, ...] = ("quantize", "dequantize")
+
 
 @dataclass(frozen=True)
 class QuantizeAttrs:

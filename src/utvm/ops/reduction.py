@@ -1,6 +1,8 @@
-"""The reduction op family (see utvm.ops for the module interface): reductions other than mean, arg max/min,
-cumulative sum, L2 normalization and L2 pooling, with TFLite Micro's semantics.
+"""The reduction op family (see utvm.ops for the module interface): mean, the other reductions over axes,
+arg max/min, cumulative sum, L2 normalization and L2 pooling, with TFLite Micro's semantics.
 
+  mean                   (x) axes=(..) keepdims=bool      float32, int8, int16 (TFLite MEAN, ONNX ReduceMean;
+                                                          also the mean behind global_avg_pool2d, utvm.ops.pool)
   reduce_max, reduce_min (x) axes=(..) keepdims=bool      float32, int8 (input and output share scale and
                                                           zero point: TFLM checks it; raw values compared)
   reduce_sum             (x) axes=(..) keepdims=bool      float32, int8, int16
@@ -12,12 +14,23 @@ cumulative sum, L2 normalization and L2 pooling, with TFLite Micro's semantics.
   l2_pool2d              (x[N,H,W,C]) pool strides padding activation    float32
 
 Axes may be negative and repeat (resolved modulo the rank, duplicates dropped); an empty axis list reduces
-nothing (the output is the input, requantized for reduce_sum). Empty reductions (a reduced axis of extent 0)
-give TFLM's values: the identity of max/min (float lowest/max, -128/127), 0.0 for a float sum and raw 0
-(not the output zero point) for an integer sum.
+nothing (the output is the input, requantized for mean and reduce_sum). Empty reductions (a reduced axis of
+extent 0) give TFLM's values: the identity of max/min (float lowest/max, -128/127), 0.0 for a float sum and
+raw 0 (not the output zero point) for an integer sum or mean.
 
 Integer semantics (TFLM's reference kernels, tensorflow/lite/kernels/internal/reference):
 
+* mean int8/int16 (TFLite `reference_ops::QuantizedMeanOrSum` as LiteRT's reference MEAN runs it): with
+  n = number of reduced elements and (m, e) = QuantizeMultiplier(double(s_in) / double(s_out)), the 1/n is
+  folded into the multiplier once:
+
+      k  = min(floor(log2 n), 32, 31 + e)
+      m' = (m << k) / n   (integer division),   e' = e - k
+      y  = clamp(MultiplyByQuantizedMultiplier(sum(x) - zp_in * n, m', e') + zp_out) to the dtype's range
+
+  TFLite Micro computes MEAN the same way (int16 included; measured against its interpreter, also when
+  input and output share scale and zero point, for TFLM's 4D H/W case and for any number of axes). Float:
+  the mean in double, rounded to float32.
 * reduce_sum int8/int16 (QuantizedMeanOrSum with compute_sum): with (m, e) = QuantizeMultiplier(double(s_in)
   / double(s_out)) and n reduced elements, y = clamp(MultiplyByQuantizedMultiplier(sum(x) - zp_in * n, m, e)
   + zp_out) to the dtype's range. The int32 sum wraps (TFLM's AddTensorValuesWithExpectedOverflow).
@@ -39,16 +52,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from utvm.ir.graph import Graph, Node
+from utvm.ir.graph import Graph, Node, Tensor
 from utvm.ops import _common as c
 from utvm.ops import _quant
 
-OPS: tuple[str, ...] = ("reduce_max", "reduce_min", "reduce_sum", "reduce_all", "arg_max", "arg_min", "cumsum",
-                        "l2_normalization", "l2_pool2d")
+OPS: tuple[str, ...] = ("mean", "reduce_max", "reduce_min", "reduce_sum", "reduce_all", "arg_max", "arg_min",
+                        "cumsum", "l2_normalization", "l2_pool2d")
 
 _REDUCE = ("reduce_max", "reduce_min", "reduce_sum", "reduce_all")
 _ARG = ("arg_max", "arg_min")
 _DTYPES: dict[str, tuple[str, ...]] = {
+    "mean": ("float32", "int8", "int16"),
     "reduce_max": ("float32", "int8"), "reduce_min": ("float32", "int8"), "reduce_sum": ("float32", "int8", "int16"),
     "reduce_all": ("bool",),
     "arg_max": ("float32", "int8"), "arg_min": ("float32", "int8"), "cumsum": ("float32", "int8"),
@@ -56,6 +70,25 @@ _DTYPES: dict[str, tuple[str, ...]] = {
 #: TFLM's CumSum scales inputs by 2^20 before summing
 CUMSUM_LEFT_SHIFT = 20
 L2_EPSILON = np.float32(1e-6)
+
+
+@dataclass(frozen=True)
+class MeanParams:
+    """A mean (and global_avg_pool2d): reduce `axes` (non-negative, sorted) of `input_shape` into
+    `output_shape` (`keepdims` keeps them as 1s); `count` elements per output. int8/int16: zero points, and
+    the multiplier/shift that already include the division by `count` (see the module docstring)."""
+
+    dtype: str
+    input_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+    axes: tuple[int, ...]
+    keepdims: bool
+    count: int
+    input_zero_point: int = 0
+    output_zero_point: int = 0
+    multiplier: int = 0
+    shift: int = 0
+    rounding: str = "single"
 
 
 @dataclass(frozen=True)
@@ -141,7 +174,7 @@ class L2PoolParams:
     act_max: float
 
 
-Params = ReduceParams | ArgParams | CumsumParams | L2NormParams | L2PoolParams
+Params = MeanParams | ReduceParams | ArgParams | CumsumParams | L2NormParams | L2PoolParams
 
 
 # --- shape helpers --------------------------------------------------------------------------------------------
@@ -158,6 +191,25 @@ def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool)
     if keepdims:
         return tuple(1 if i in axes else d for i, d in enumerate(shape))
     return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def _axes_attr(node: Node) -> tuple[int, ...]:
+    """The `axes` attribute; mean's as ints first (as its messages have always shown them)."""
+    axes = tuple(node.attrs.get("axes", ()))
+    return tuple(int(a) for a in axes) if node.op == "mean" else axes
+
+
+def _count(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
+    """Elements per output of a reduction over `axes` (1 for none)."""
+    return int(np.prod([shape[a] for a in axes], dtype=np.int64)) if axes else 1
+
+
+def _sum_requantization(node: Node, graph: Graph, x: Tensor, y: Tensor, rounding: str) -> tuple[int, int, int, int]:
+    """(zp_in, zp_out, m, e) of an integer sum's requantization: (m, e) = QuantizeMultiplier(s_in / s_out)."""
+    s_in, zp_in = c.per_tensor(node, graph, x, "input")
+    s_out, zp_out = c.per_tensor(node, graph, y, "output")
+    m, e = _quant.quantize_multiplier(s_in / s_out, rounding)
+    return zp_in, zp_out, m, e
 
 
 def _split(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
@@ -186,12 +238,12 @@ def _window(node: Node, graph: Graph) -> tuple[tuple[int, int], tuple[int, int],
 
 # --- infer ------------------------------------------------------------------------------------------------------
 def infer(node: Node, graph: Graph) -> list[c.OutType]:
-    c.check_count(node, graph, 1)
+    c.check_count(node, graph, (1, 2) if node.op == "mean" else 1)
     x = c.req(node, graph, 0)
     c.check_dtype(node, graph, x, _DTYPES[node.op], "input")
     rank = len(x.shape)
-    if node.op in _REDUCE:
-        axes = resolve_axes(node, graph, rank, tuple(node.attrs.get("axes", ())))
+    if node.op == "mean" or node.op in _REDUCE:
+        axes = resolve_axes(node, graph, rank, _axes_attr(node))
         return [(reduced_shape(tuple(x.shape), axes, bool(node.attrs.get("keepdims", False))), x.dtype)]
     if node.op in _ARG:
         if rank < 1:
@@ -226,24 +278,43 @@ def infer(node: Node, graph: Graph) -> list[c.OutType]:
 
 
 # --- prepare ----------------------------------------------------------------------------------------------------
+def prepare_mean(node: Node, graph: Graph, axes: tuple[int, ...], keepdims: bool, rounding: str) -> MeanParams:
+    """The mean of input 0 over `axes` (also global_avg_pool2d's, over (1, 2) with keepdims)."""
+    rounding = _quant.kernel_rounding(rounding, node.op)
+    x, y = c.req(node, graph, 0), c.out(node, graph)
+    c.check_dtype(node, graph, x, _DTYPES["mean"], "input")
+    shape = tuple(x.shape)
+    axes = resolve_axes(node, graph, len(shape), axes)
+    count = _count(shape, axes)
+    base = dict(dtype=x.dtype, input_shape=shape, output_shape=reduced_shape(shape, axes, keepdims), axes=axes,
+                keepdims=keepdims, count=count, rounding=rounding)
+    if x.dtype == "float32":
+        return MeanParams(**base)
+    zp_in, zp_out, m, e = _sum_requantization(node, graph, x, y, rounding)
+    if count > 0:  # the 1/count folded into the multiplier
+        k = min(count.bit_length() - 1, 32, 31 + e)
+        m = (m << k) // count
+        e -= k
+    return MeanParams(**base, input_zero_point=zp_in, output_zero_point=zp_out, multiplier=int(m), shift=int(e))
+
+
 def prepare(node: Node, graph: Graph, rounding: str = "single") -> Params:
     ((oshape, _odt),) = infer(node, graph)
+    if node.op == "mean":
+        return prepare_mean(node, graph, _axes_attr(node), bool(node.attrs.get("keepdims", False)), rounding)
     rounding = _quant.kernel_rounding(rounding, node.op)
     x, y = c.req(node, graph, 0), c.out(node, graph)
     shape = tuple(x.shape)
     if node.op in _REDUCE:
         axes = resolve_axes(node, graph, len(shape), tuple(node.attrs.get("axes", ())))
-        count = int(np.prod([shape[a] for a in axes], dtype=np.int64)) if axes else 1
         base = dict(op=node.op, dtype=x.dtype, input_shape=shape, output_shape=oshape, axes=axes,
-                    keepdims=bool(node.attrs.get("keepdims", False)), count=count, rounding=rounding)
+                    keepdims=bool(node.attrs.get("keepdims", False)), count=_count(shape, axes), rounding=rounding)
         if x.dtype in ("float32", "bool"):
             return ReduceParams(**base)
         if node.op != "reduce_sum":
             _, zp = c.same_quant(node, graph, x, y)
             return ReduceParams(**base, input_zero_point=zp, output_zero_point=zp)
-        s_in, zp_in = c.per_tensor(node, graph, x, "input")
-        s_out, zp_out = c.per_tensor(node, graph, y, "output")
-        m, e = _quant.quantize_multiplier(s_in / s_out, rounding)
+        zp_in, zp_out, m, e = _sum_requantization(node, graph, x, y, rounding)
         return ReduceParams(**base, input_zero_point=zp_in, output_zero_point=zp_out, multiplier=m, shift=e)
     if node.op in _ARG:
         axis = _axis(node, graph, len(shape))
@@ -282,6 +353,8 @@ def prepare(node: Node, graph: Graph, rounding: str = "single") -> Params:
 
 # --- reference --------------------------------------------------------------------------------------------------
 def reference(p: Params, x: np.ndarray, *_unused: np.ndarray) -> np.ndarray:
+    if isinstance(p, MeanParams):
+        return _mean(p, x)
     if isinstance(p, ReduceParams):
         return _reduce(p, x)
     if isinstance(p, ArgParams):
@@ -315,10 +388,24 @@ def _reduce(p: ReduceParams, x: np.ndarray) -> np.ndarray:
     if p.dtype == "float32":
         y = x.astype(np.float64).sum(axis=axes, keepdims=p.keepdims) if axes else x.astype(np.float64)
         return np.asarray(y, dtype=np.float32).reshape(p.output_shape)
+    return _requantized_sum(p, x, wrap=True)
+
+
+def _mean(p: MeanParams, x: np.ndarray) -> np.ndarray:
+    if p.dtype == "float32":
+        y = x.astype(np.float64).mean(axis=p.axes, keepdims=p.keepdims) if p.axes else x.astype(np.float64)
+        return y.astype(np.float32).reshape(p.output_shape)
+    return _requantized_sum(p, x, wrap=False)
+
+
+def _requantized_sum(p: MeanParams | ReduceParams, x: np.ndarray, wrap: bool) -> np.ndarray:
+    """clamp(MBQM(sum(x) - zp_in * count, m, e) + zp_out) of an int8/int16 mean or reduce_sum; `wrap`: the
+    int32 sum wraps (reduce_sum: TFLM's AddTensorValuesWithExpectedOverflow; a mean's sum never overflows
+    in a compiled kernel)."""
     if p.count == 0:  # TFLM returns before requantizing: raw zeros, not the output zero point
         return np.zeros(p.output_shape, dtype=p.dtype)
-    s = x.astype(np.int64).sum(axis=axes, keepdims=p.keepdims) if axes else x.astype(np.int64)
-    acc = _quant.wrap32(_quant.wrap32(s) - p.input_zero_point * p.count)
+    s = x.astype(np.int64).sum(axis=p.axes, keepdims=p.keepdims) if p.axes else x.astype(np.int64)
+    acc = _quant.wrap32(_quant.wrap32(s) - p.input_zero_point * p.count) if wrap else s - p.input_zero_point * p.count
     info = np.iinfo(np.dtype(p.dtype))
     y = _quant.multiply_by_quantized_multiplier(acc, p.multiplier, p.shift, p.rounding) + p.output_zero_point
     return np.clip(y, info.min, info.max).astype(p.dtype).reshape(p.output_shape)

@@ -15,6 +15,8 @@ import numpy as np
 from utvm.ir.graph import Graph, Node
 from utvm.ops import _common as c
 
+OPS: tuple[str, ...] = ("reshape", "transpose", "concat")
+
 
 @dataclass(frozen=True)
 class ReshapeAttrs:

@@ -63,43 +63,139 @@ OPS: tuple[str, ...] = ("signal_window", "signal_fft_auto_scale", "signal_rfft",
 PCAN_LUT_MIN = 4 * 32 - 3  # WideDynamicFunction reads lut[4 * msb(x) - 6 + 2] with msb(x) <= 32
 
 
+# --- what each op's kernel and reference need (prepare's result): one dataclass per op, or per group of ops that
+# need exactly the same numbers. `op` is the node's op (a class may serve several). ----------------------------
 @dataclass(frozen=True)
-class SignalParams:
-    """Everything a signal kernel needs: the op, shapes and dtypes, the integer options, and for the FFTs
-    the compile-time tables (factors, leaf permutation, twiddles, super twiddles)."""
+class WindowParams:
+    """signal_window: `rows` chunks of `length` samples (the window's length), each times the window."""
 
     op: str
-    dtype: str  # the op's main element type (x's, or T for the FFTs)
-    in_shapes: tuple[tuple[int, ...], ...]
-    out_shapes: tuple[tuple[int, ...], ...]
-    shift: int = 0  # window shift / pcan snr_shift
-    start: int = 0
-    end: int = 0
-    num_channels: int = 0
-    correction_bits: int = 0
-    output_scale: int = 0
-    fft_length: int = 0
-    # filter bank configuration (constants)
-    weights: tuple[int, ...] = ()
-    unweights: tuple[int, ...] = ()
-    freq_starts: tuple[int, ...] = ()
-    weight_starts: tuple[int, ...] = ()
-    widths: tuple[int, ...] = ()
-    # stateful ops
-    frame_size: int = 0
-    frame_step: int = 0
-    prefill: bool = False
-    outer: int = 0  # rows with a state of their own
-    n_frames: int = 0
-    delay_length: int = 0
-    left: int = 0
-    right: int = 0
-    # spectral subtraction: (smoothing, one_minus_smoothing) for even and odd channels, ...
-    smoothing: tuple[int, int, int, int] = (0, 0, 0, 0)
-    clamping: bool = False
-    min_signal_remaining: int = 0
-    smoothing_bits: int = 0
-    spectral_subtraction_bits: int = 0
+    rows: int
+    length: int
+    shift: int
+
+
+@dataclass(frozen=True)
+class VectorParams:
+    """signal_fft_auto_scale, signal_filter_bank_square_root: one vector of n values."""
+
+    op: str
+    n: int
+
+
+@dataclass(frozen=True)
+class FftParams:
+    """signal_rfft, signal_irfft: `rows` rows of `length` values of `dtype` (rfft: samples, zero-padded to
+    fft_length; irfft: fft_length + 2 interleaved re, im). The tables come from fft_* below."""
+
+    op: str
+    dtype: str
+    fft_length: int
+    rows: int
+    length: int
+
+
+@dataclass(frozen=True)
+class EnergyParams:
+    """signal_energy: `bins` complex bins in, of which [start, end) are computed."""
+
+    op: str
+    bins: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class FilterBankParams:
+    """signal_filter_bank: the configuration constants, num_channels + 1 entries of each per-channel table."""
+
+    op: str
+    num_channels: int
+    weights: tuple[int, ...]
+    unweights: tuple[int, ...]
+    freq_starts: tuple[int, ...]
+    weight_starts: tuple[int, ...]
+    widths: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class FilterBankLogParams:
+    op: str
+    n: int
+    correction_bits: int
+    output_scale: int
+
+
+@dataclass(frozen=True)
+class PcanParams:
+    op: str
+    n: int
+    snr_shift: int
+
+
+@dataclass(frozen=True)
+class FramerParams:
+    """signal_framer: `outer` rows, each of n_frames * frame_step samples, with a FIFO of its own."""
+
+    op: str
+    frame_size: int
+    frame_step: int
+    prefill: bool
+    outer: int
+    n_frames: int
+
+
+@dataclass(frozen=True)
+class StackerParams:
+    """signal_stacker: its FIFO counted in values: frame_size = num_channels * (left + right + 1) out,
+    frame_step = num_channels * stacker_step dropped per output; `left` copies of the first input pre-fill it."""
+
+    op: str
+    num_channels: int
+    left: int
+    frame_size: int
+    frame_step: int
+
+
+@dataclass(frozen=True)
+class DelayParams:
+    """signal_delay: `outer` rows of `length` samples, each delayed by delay_length."""
+
+    op: str
+    outer: int
+    length: int
+    delay_length: int
+
+
+@dataclass(frozen=True)
+class OverlapAddParams:
+    """signal_overlap_add: `outer` rows of n_frames frames of frame_size values of `dtype`."""
+
+    op: str
+    dtype: str
+    frame_size: int
+    frame_step: int
+    n_frames: int
+    outer: int
+
+
+@dataclass(frozen=True)
+class SpectralSubtractionParams:
+    """signal_filter_bank_spectral_subtraction. smoothing: (smoothing, one_minus_smoothing) for even channels,
+    then the alternate pair for odd ones."""
+
+    op: str
+    num_channels: int
+    smoothing: tuple[int, int, int, int]
+    clamping: bool
+    min_signal_remaining: int
+    smoothing_bits: int
+    spectral_subtraction_bits: int
+
+
+SignalParams = (WindowParams | VectorParams | FftParams | EnergyParams | FilterBankParams | FilterBankLogParams
+                | PcanParams | FramerParams | StackerParams | DelayParams | OverlapAddParams
+                | SpectralSubtractionParams)
 
 
 def _int_attr(node: Node, graph: Graph, key: str) -> int:
@@ -294,31 +390,33 @@ def infer(node: Node, graph: Graph) -> list[c.OutType]:
 
 def state_spec(p: SignalParams) -> list[tuple[tuple[int, ...], str]]:
     """Zero-initialised state (see utvm.ir.interp); the C kernels keep the same values in `state`."""
-    if p.op == "signal_framer":  # per row: fill level relative to the initial one, and the FIFO
+    if isinstance(p, FramerParams):  # per row: fill level relative to the initial one, and the FIFO
         return [((p.outer,), "int32"), ((p.outer, p.frame_size + p.frame_step), "int16")]
-    if p.op == "signal_stacker":  # (fill level, first frame seen), the FIFO, the last output
+    if isinstance(p, StackerParams):  # (fill level, first frame seen), the FIFO, the last output
         return [((2,), "int32"), ((p.frame_size,), "int16"), ((p.frame_size,), "int16")]
-    if p.op == "signal_delay":
+    if isinstance(p, DelayParams):
         return [((p.outer, p.delay_length), "int16")] if p.delay_length else []
-    if p.op == "signal_overlap_add":
+    if isinstance(p, OverlapAddParams):
         return [((p.outer, p.frame_size), p.dtype)]
-    if p.op == "signal_filter_bank_spectral_subtraction":
+    if isinstance(p, SpectralSubtractionParams):
         return [((p.num_channels,), "uint32")]
     return []
 
 
 def prepare(node: Node, graph: Graph, rounding: str = "double") -> SignalParams:
-    outs = infer(node, graph)
-    ins = tuple(tuple(c.req(node, graph, k).shape) for k in range(len(node.inputs)))
+    infer(node, graph)
     x = c.req(node, graph, 0)
-    base = dict(op=node.op, dtype=x.dtype, in_shapes=ins, out_shapes=tuple(s for s, _ in outs))
     op = node.op
     if op == "signal_window":
-        return SignalParams(**base, shift=_int_attr(node, graph, "shift"))
+        k = c.req(node, graph, 1).shape[0]
+        return WindowParams(op, rows=math.prod(x.shape) // k, length=k, shift=_int_attr(node, graph, "shift"))
+    if op in ("signal_fft_auto_scale", "signal_filter_bank_square_root"):
+        return VectorParams(op, n=x.shape[0])
     if op in ("signal_rfft", "signal_irfft"):
-        return SignalParams(**base, fft_length=_int_attr(node, graph, "fft_length"))
+        return FftParams(op, dtype=x.dtype, fft_length=_int_attr(node, graph, "fft_length"),
+                         rows=math.prod(x.shape[:-1]), length=x.shape[-1])
     if op == "signal_energy":
-        return SignalParams(**base, start=_int_attr(node, graph, "start_index"),
+        return EnergyParams(op, bins=x.shape[0] // 2, start=_int_attr(node, graph, "start_index"),
                             end=_int_attr(node, graph, "end_index"))
     if op == "signal_filter_bank":
         nch = _int_attr(node, graph, "num_channels")
@@ -333,41 +431,42 @@ def prepare(node: Node, graph: Graph, rounding: str = "double") -> SignalParams:
                 raise c.fail(node, graph, f"channel {i} (frequency start {fs[i]}, weight start {ws[i]}, width "
                                           f"{wd[i]}) reads outside the input ({n_in}) or the weights "
                                           f"({len(w)}, {len(uw)})")
-        return SignalParams(**base, num_channels=nch, weights=w, unweights=uw, freq_starts=fs[:nch + 1],
-                            weight_starts=ws[:nch + 1], widths=wd[:nch + 1])
+        return FilterBankParams(op, num_channels=nch, weights=w, unweights=uw, freq_starts=fs[:nch + 1],
+                                weight_starts=ws[:nch + 1], widths=wd[:nch + 1])
     if op == "signal_filter_bank_log":
-        return SignalParams(**base, correction_bits=_int_attr(node, graph, "input_correction_bits"),
-                            output_scale=_int_attr(node, graph, "output_scale"))
+        return FilterBankLogParams(op, n=x.shape[0], correction_bits=_int_attr(node, graph, "input_correction_bits"),
+                                   output_scale=_int_attr(node, graph, "output_scale"))
     if op == "signal_pcan":
-        return SignalParams(**base, shift=_int_attr(node, graph, "snr_shift"))
+        return PcanParams(op, n=x.shape[0], snr_shift=_int_attr(node, graph, "snr_shift"))
     if op == "signal_framer":
         inner = x.shape[-1]
         step = _int_attr(node, graph, "frame_step")
-        return SignalParams(**base, frame_size=_int_attr(node, graph, "frame_size"), frame_step=step,
+        return FramerParams(op, frame_size=_int_attr(node, graph, "frame_size"), frame_step=step,
                             prefill=bool(c.attr(node, graph, "prefill")), outer=math.prod(x.shape) // inner,
                             n_frames=inner // step)
     if op == "signal_stacker":
         nc = _int_attr(node, graph, "num_channels")
         left, right = _int_attr(node, graph, "stacker_left_context"), _int_attr(node, graph, "stacker_right_context")
-        return SignalParams(**base, num_channels=nc, left=left, right=right,
-                            frame_size=nc * (left + right + 1), frame_step=nc * _int_attr(node, graph, "stacker_step"))
+        return StackerParams(op, num_channels=nc, left=left, frame_size=nc * (left + right + 1),
+                             frame_step=nc * _int_attr(node, graph, "stacker_step"))
     if op == "signal_delay":
         inner = x.shape[-1]
-        return SignalParams(**base, frame_size=inner, outer=math.prod(x.shape) // inner,
-                            delay_length=_int_attr(node, graph, "delay_length"))
+        return DelayParams(op, outer=math.prod(x.shape) // inner, length=inner,
+                           delay_length=_int_attr(node, graph, "delay_length"))
     if op == "signal_overlap_add":
         size, n_frames = x.shape[-1], x.shape[-2]
-        return SignalParams(**base, frame_size=size, frame_step=_int_attr(node, graph, "frame_step"),
-                            n_frames=n_frames, outer=math.prod(x.shape) // (size * n_frames))
+        return OverlapAddParams(op, dtype=x.dtype, frame_size=size, frame_step=_int_attr(node, graph, "frame_step"),
+                                n_frames=n_frames, outer=math.prod(x.shape) // (size * n_frames))
     if op == "signal_filter_bank_spectral_subtraction":
         sm = tuple(_int_attr(node, graph, k) for k in ("smoothing", "one_minus_smoothing", "alternate_smoothing",
                                                         "alternate_one_minus_smoothing"))
-        return SignalParams(**base, num_channels=_int_attr(node, graph, "num_channels"), smoothing=sm,  # type: ignore[arg-type]
-                            clamping=bool(c.attr(node, graph, "clamping")),
-                            min_signal_remaining=_int_attr(node, graph, "min_signal_remaining"),
-                            smoothing_bits=_int_attr(node, graph, "smoothing_bits"),
-                            spectral_subtraction_bits=_int_attr(node, graph, "spectral_subtraction_bits"))
-    return SignalParams(**base)
+        return SpectralSubtractionParams(op, num_channels=_int_attr(node, graph, "num_channels"),
+                                         smoothing=sm,  # type: ignore[arg-type]
+                                         clamping=bool(c.attr(node, graph, "clamping")),
+                                         min_signal_remaining=_int_attr(node, graph, "min_signal_remaining"),
+                                         smoothing_bits=_int_attr(node, graph, "smoothing_bits"),
+                                         spectral_subtraction_bits=_int_attr(node, graph, "spectral_subtraction_bits"))
+    raise c.fail(node, graph, f"unknown signal op {op!r}")
 
 
 # --- integer helpers (TFLM's signal/src, in Python ints) ---------------------------------------------------
@@ -705,8 +804,7 @@ def _rows(x: np.ndarray) -> np.ndarray:
 
 def _stateful(p: SignalParams, arrays: tuple[np.ndarray, ...],
               state: list[np.ndarray]) -> np.ndarray | tuple[np.ndarray, ...]:
-    op = p.op
-    if op == "signal_framer":
+    if isinstance(p, FramerParams):
         x = arrays[0].reshape(p.outer, -1)
         cnt, buf = state
         base = p.frame_size - p.frame_step if p.prefill else 0
@@ -725,8 +823,8 @@ def _stateful(p: SignalParams, arrays: tuple[np.ndarray, ...],
                 else:
                     valid = False  # TFLM leaves this frame unwritten; utvm writes zeros
             cnt[r] = n - base
-        return out.reshape(p.out_shapes[0]), np.array(valid)
-    if op == "signal_stacker":
+        return out.reshape(*arrays[0].shape[:-1], p.n_frames, p.frame_size), np.array(valid)
+    if isinstance(p, StackerParams):
         x = arrays[0]
         info, buf, last = state
         nc = p.num_channels
@@ -749,13 +847,13 @@ def _stateful(p: SignalParams, arrays: tuple[np.ndarray, ...],
             valid = False
         info[0] = n
         return out, np.array(valid)
-    if op == "signal_delay":
-        x = arrays[0].reshape(p.outer, p.frame_size)
+    if isinstance(p, DelayParams):
+        x = arrays[0].reshape(p.outer, p.length)
         (buf,) = state
         cat = np.concatenate([buf, x], axis=1)
-        buf[...] = cat[:, p.frame_size:]
-        return cat[:, :p.frame_size].reshape(p.out_shapes[0]).astype(np.int16)
-    if op == "signal_overlap_add":
+        buf[...] = cat[:, p.length:]
+        return cat[:, :p.length].reshape(arrays[0].shape).astype(np.int16)
+    if isinstance(p, OverlapAddParams):
         x = arrays[0].reshape(p.outer, p.n_frames, p.frame_size)
         (buf,) = state
         step = p.frame_step
@@ -769,8 +867,8 @@ def _stateful(p: SignalParams, arrays: tuple[np.ndarray, ...],
                 out[r, f * step:(f + 1) * step] = buf[r, :step]
                 buf[r, :p.frame_size - step] = buf[r, step:].copy()
                 buf[r, p.frame_size - step:] = 0
-        return out.reshape(p.out_shapes[0])
-    if op == "signal_filter_bank_spectral_subtraction":
+        return out.reshape(*arrays[0].shape[:-2], p.n_frames * step)
+    if isinstance(p, SpectralSubtractionParams):
         (noise,) = state
         m32 = 0xFFFFFFFF
         out = []
@@ -788,19 +886,19 @@ def _stateful(p: SignalParams, arrays: tuple[np.ndarray, ...],
             sub = (sig - est) >> p.smoothing_bits
             out.append(max(sub, floor))
         return np.array(out, dtype=np.uint32), noise.copy()
-    raise ValueError(f"unknown stateful signal op {op!r}")
+    raise ValueError(f"unknown stateful signal op {p.op!r}")
 
 
 def reference(p: SignalParams, *arrays: np.ndarray,
               state: list[np.ndarray] | None = None) -> np.ndarray | tuple[np.ndarray, ...]:
     op = p.op
-    if op == "signal_delay" and not p.delay_length:
+    if isinstance(p, DelayParams) and not p.delay_length:
         return arrays[0].copy()
     if state is not None:
         return _stateful(p, arrays, state)
-    if op == "signal_window":
+    if isinstance(p, WindowParams):
         x, w = arrays[0], arrays[1]
-        k = w.shape[0]
+        k = p.length
         flat = x.reshape(-1, k).astype(np.int64)
         raw = (flat * w.astype(np.int64)[None, :]) >> p.shift
         return np.clip(raw, -32768, 32767).astype(np.int16).reshape(x.shape)
@@ -815,7 +913,7 @@ def reference(p: SignalParams, *arrays: np.ndarray,
         s = max(0, 16 - msb32(mx) - 1)
         y = _wrap(x.astype(np.int64) << s, 16).astype(np.int16)
         return y, np.array(s, dtype=np.int32)
-    if op == "signal_rfft":
+    if isinstance(p, FftParams) and op == "signal_rfft":
         x = arrays[0]
         rows = _rows(x)
         n = p.fft_length
@@ -828,8 +926,8 @@ def reference(p: SignalParams, *arrays: np.ndarray,
         else:
             out = np.stack([_rfft_fixed(r.astype(np.int64), n, p.dtype) for r in rows]).astype(p.dtype) \
                 if rows.shape[0] else np.zeros((0, n + 2), dtype=p.dtype)
-        return out.reshape(p.out_shapes[0])
-    if op == "signal_irfft":
+        return out.reshape(*x.shape[:-1], n + 2)
+    if isinstance(p, FftParams):  # signal_irfft
         x = arrays[0]
         rows = _rows(x)
         n = p.fft_length
@@ -839,15 +937,15 @@ def reference(p: SignalParams, *arrays: np.ndarray,
         else:
             out = np.stack([_irfft_fixed(r, n, p.dtype) for r in rows]).astype(p.dtype) \
                 if rows.shape[0] else np.zeros((0, n), dtype=p.dtype)
-        return out.reshape(p.out_shapes[0])
-    if op == "signal_energy":
+        return out.reshape(*x.shape[:-1], n)
+    if isinstance(p, EnergyParams):
         x = arrays[0].astype(np.int64)
         re, im = x[0::2], x[1::2]
         out = np.zeros(len(re), dtype=np.uint64)
         sl = slice(p.start, p.end)
         out[sl] = ((re[sl] * re[sl]) + (im[sl] * im[sl])).astype(np.uint64) & np.uint64(0xFFFFFFFF)
         return out.astype(np.uint32)
-    if op == "signal_filter_bank":
+    if isinstance(p, FilterBankParams):
         x = [int(v) for v in arrays[0].tolist()]
         mask = (1 << 64) - 1
         acc_w, acc_u = 0, 0
@@ -864,18 +962,18 @@ def reference(p: SignalParams, *arrays: np.ndarray,
         x, s = arrays[0], int(arrays[1])
         vals = [sqrt64(int(v)) for v in x.tolist()]
         return np.array([v >> s if 0 <= s < 32 else 0 for v in vals], dtype=np.uint32)
-    if op == "signal_filter_bank_log":
+    if isinstance(p, FilterBankLogParams):
         res = []
         for v in arrays[0].tolist():
             scaled = (int(v) << p.correction_bits) & 0xFFFFFFFF
             res.append(min(log32(scaled, p.output_scale), 32767) if scaled > 1 else 0)
         return np.array(res, dtype=np.int16)
-    if op == "signal_pcan":
+    if isinstance(p, PcanParams):
         x, ne, lut = arrays
         res = []
         for v, n in zip(x.tolist(), ne.tolist(), strict=True):
             gain = wide_dynamic_function(int(n), lut) & 0xFFFFFFFF
-            snr = ((int(v) * gain) >> p.shift) & 0xFFFFFFFF
+            snr = ((int(v) * gain) >> p.snr_shift) & 0xFFFFFFFF
             res.append(pcan_shrink(snr))
         return np.array(res, dtype=np.uint32)
     raise ValueError(f"unknown signal op {op!r}")

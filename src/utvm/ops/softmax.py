@@ -31,6 +31,8 @@ from utvm.ir.graph import Graph, Node
 from utvm.ops import _common as c
 from utvm.ops import _quant
 
+OPS: tuple[str, ...] = ("softmax",)
+
 SCALED_DIFF_INTEGER_BITS = 5
 ACCUMULATION_INTEGER_BITS = 12
 

@@ -30,9 +30,12 @@ ENTRY_POINT_GROUP = "utvm.platforms"
 #: Platforms shipped with utvm: name -> "module:attribute" of the platform class.
 BUILTIN_PLATFORMS: dict[str, str] = {
     "host": "utvm.platform.host:HostPlatform",
+    # Cortex-M0 code (Armv6-M, proven so on every build) on the AN385's Cortex-M3: QEMU has no M0 machine.
+    "qemu-cortex-m0": "utvm.platform.qemu.platform:QemuCortexM0Platform",
     "qemu-cortex-m3": "utvm.platform.qemu.platform:QemuCortexM3Platform",
     "qemu-cortex-m4": "utvm.platform.qemu.platform:QemuCortexM4Platform",
     "qemu-cortex-m7": "utvm.platform.qemu.platform:QemuCortexM7Platform",
+    "qemu-cortex-m33": "utvm.platform.qemu.platform:QemuCortexM33Platform",
     # A real board described by a board.toml (--board-config / $UTVM_BOARD_CONFIG), over its serial port.
     "serial-board": "utvm.platform.serial_board.platform:SerialBoardPlatform",
 }

@@ -24,6 +24,7 @@ progress line that came from the log or the model goes through `utvm.support.tex
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import math
 import os
@@ -223,10 +224,16 @@ def tune(model: Any, log_path: str | os.PathLike[str], platform: str = "host", *
 
     # What the log already holds, per task (only points of the task's current space count), one record per
     # point (log.unique: of a point measured twice, the first without an error).
+    # A point written before a knob was renamed or its space became conditional is read as the space names
+    # it now (Space.normalize), so an old log resumes instead of measuring its points again.
     done: dict[str, dict[str, tlog.Record]] = {t.key: {} for t in tasks}
+    spaces = {t.key: t.space for t in tasks}
     for r in kept:
         if r.task in done and r.target == m.target and r.unit == m.unit:  # another clock: measured again
-            done[r.task][r.schedule_key()] = r
+            now = spaces[r.task].normalize(r.schedule)
+            if now != r.schedule:
+                r = dataclasses.replace(r, schedule=now)
+            done[r.task].setdefault(r.schedule_key(), r)
     budgets = []
     for t in tasks:
         legal = legal_points(t.space)

@@ -19,9 +19,14 @@ Rules for kernel bodies (they are checked by the tests of every op):
   of `C_TYPES`; all tensors are dense, row-major (NHWC).
 - Shapes, quantization parameters and constants are baked in: read them from `ctx.params()` and the
   tensors, and emit tables with `ctx.table(...)` (a `static const` array at file scope).
-- Portable C99 only. int8 paths use no libm and no floating point; float kernels that call <math.h>
-  set `uses_libm=True`. Integer helpers (requantization, saturation, gemmlowp primitives) come from
-  `ctx.helper(name)`, which emits each helper once per file: the rounding choice lives there only
+- Portable C99 only. int8 paths use no libm and no floating point. A kernel reports what its C uses as data,
+  never left to be found in the text: it calls a <math.h> function through the name `ctx.libm("expf")`
+  returns (recorded: the file includes <math.h>, the metadata lists it for the link; a helper that calls one
+  names it in `define_helper(..., libm=...)`), and spells a float constant of its body with
+  `ctx.literal(v, dtype)` / `ctx.float_literal(v)` (NAN / INFINITY are recorded; tables record them
+  themselves). `KernelCode.uses_libm` is the deprecated flag of kernels not yet converted.
+- Integer helpers (requantization, saturation, gemmlowp primitives) come from `ctx.helper(name)`, which
+  emits each helper once per file: the rounding choice lives there only
   (`ctx.helper("requant", params.rounding)`: the op module resolved which rounding that op uses).
 - Return 0 on success (the body's last statement is `return 0;`); a nonzero value is an error code.
 - `inplace`: indices of inputs whose buffer the output 0 may share (the kernel reads element i of that
@@ -34,9 +39,13 @@ Rules for kernel bodies (they are checked by the tests of every op):
   (never shared), all-zero before the first run; the kernel receives it as `uint8_t* state` (`ctx.state`,
   16-byte aligned, after `scratch`). A kernel with state must be the only writer of it and encode its
   initial value as all-zero bytes.
-- `ctx.target` is the CPU the code is for (utvm.target: DSP extension, FPU): the only place a kernel may
-  learn it. A DSP target's kernels may use ACLE intrinsics (`ctx.require_dsp()` includes <arm_acle.h> and
-  makes the file fail to compile, with an #error, on a compiler not told that CPU).
+- `ctx.isa` is the instruction vocabulary of the CPU the code is for (utvm.compiler.kernels.isa): the only
+  way a kernel learns what the CPU can do. It asks for operations (`ctx.isa.smlad(...)`) or checks a
+  capability (`ctx.isa.simd16`); `ctx.isa.use_simd()` includes <arm_acle.h> and makes the file fail to
+  compile, with an #error, on a compiler not told that CPU. (`ctx.target` names the target for workloads
+  and messages; kernels never test its flags.)
+- C text is written with utvm.compiler.kernels.cemit (indentation, blocks, loops, literals, templates);
+  requantization with utvm.compiler.kernels.requant.
 - A kernel with choices registers a space function (`register(op, space=fn)`, utvm.compiler.schedule):
   `fn(ctx) -> Space` lists its knobs for this node and target, with a default point; the kernel reads the
   chosen point from `ctx.schedule`. Every point must produce the same output bits.
@@ -53,6 +62,9 @@ from typing import Any
 
 import numpy as np
 
+from utvm.compiler.kernels.cemit import FLOAT_SPECIALS, c_array_body, c_literal, has_float_specials, table_decl
+from utvm.compiler.kernels.cemit import offset_term as offset_term  # re-exported: kernels import it from here
+from utvm.compiler.kernels.isa import PRELUDE_HELPERS, PortableC, vocabulary
 from utvm.compiler.schedule import EMPTY_SPACE, Schedule, Space, canonical, task_key
 from utvm.errors import CompileError, UnsupportedOperatorError
 from utvm.ir.graph import Graph, Node, Tensor
@@ -85,7 +97,7 @@ DL_TYPES: dict[str, tuple[int, int]] = {
 }
 
 # Modules under utvm.compiler.kernels that register kernels; imported on first use.
-KERNEL_MODULES: tuple[str, ...] = ("shape", "elementwise", "dense", "conv", "depthwise", "pool", "reduce", "softmax",
+KERNEL_MODULES: tuple[str, ...] = ("shape", "dense", "conv", "depthwise", "pool", "softmax",
                                    "activation", "pad", "quantize", "layout", "matmul", "batch_norm",
                                    # the families of utvm.ops.FAMILY_MODULES
                                    "unary", "binary", "movement", "gather", "reduction", "transpose_conv",
@@ -99,6 +111,8 @@ class KernelCode:
     body: str
     scratch_bytes: int = 0
     inplace: tuple[int, ...] = ()
+    #: DEPRECATED (kernels not yet converted to `ctx.libm`): True when the body calls <math.h> functions;
+    #: lowering then reads their names from the body (KernelContext.libm records them as data instead)
     uses_libm: bool = False
     #: what goes before the function's definition (a macro from a helper, e.g. TVM_NO_SCHED)
     attributes: str = ""
@@ -111,37 +125,6 @@ class KernelCode:
 # one place; kernels call the name `ctx.helper("requant", p.rounding)` returns without knowing its body.
 
 _HELPERS: dict[str, str] = {
-    # ACLE intrinsics of the DSP extension (SMLAD, SXTB16, SSAT, ...): only for targets that have it.
-    "acle": """\
-#include <arm_acle.h>
-#if !defined(__ARM_FEATURE_DSP) || (__ARM_FEATURE_DSP != 1)
-#error "generated for a Cortex-M with the DSP extension: compile with its -mcpu (e.g. -mcpu=cortex-m4)"
-#endif""",
-    # ACLE's saturation intrinsics (__ssat, __usat): every Thumb-2 Cortex-M (ARMv7-M and later) has them.
-    "acle_sat": """\
-#include <arm_acle.h>
-#if !defined(__ARM_FEATURE_SAT)
-#error "generated for a Cortex-M with SSAT (ARMv7-M or later): compile with its -mcpu (e.g. -mcpu=cortex-m3)"
-#endif""",
-    # SXTB16 / SXTAB16 of a word rotated by 8 (GCC's ACLE has no rotate, and does not fold one in): the odd
-    # bytes as int16 lanes. Non-volatile asm: the compiler may move or drop it like an expression.
-    "dsp_ror8": """\
-static inline uint32_t tvm_sxtb16_ror8(uint32_t x) {
-  uint32_t r;
-  __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
-  return r;
-}
-static inline uint32_t tvm_sxtab16_ror8(uint32_t a, uint32_t x) {
-  uint32_t r;
-  __asm__("sxtab16 %0, %1, %2, ror #8" : "=r"(r) : "r"(a), "r"(x));
-  return r;
-}
-/* One word of a DSP im2col column: two int16 lanes, written as halves and read as a word (a union, so no
-   pointer type punning). */
-typedef union {
-  uint32_t w;
-  int16_t h[2];
-} tvm_pair_t;""",
     "string": "#include <string.h>",
     # GCC's pre-register-allocation scheduler hoists the loads of unrolled SMLAD code and spills; a kernel
     # may turn it off for its function (other compilers ignore the request).
@@ -151,26 +134,6 @@ typedef union {
 #else
 #define TVM_NO_SCHED
 #endif""",
-    # gemmlowp's double rounding for 0 <= m < 2^31 and a right shift n >= 1, exactly, in six Thumb-2
-    # instructions: r1 = floor((x*m + 2^30) / 2^31) (SaturatingRoundingDoublingHighMul without its
-    # INT32_MIN case; the carry of LSRS is bit 30), then floor((r1 - (r1 < 0) + 2^(n-1)) / 2^n)
-    # (RoundingDivideByPOT, half away from zero; the carry of ASRS is bit n-1). Idea: CMSIS-NN's optional
-    # asm requantization (docs/kernels.md §4.3), written here.
-    "requant:double_asm": """\
-static inline int32_t tvm_requant_double_asm(int32_t x, int32_t m, int32_t n) {
-  int32_t lo;
-  int32_t hi;
-  __asm__("smull %0, %1, %2, %3\\n\\t"
-          "lsrs %0, %0, #31\\n\\t"
-          "adc %1, %0, %1, lsl #1\\n\\t"
-          "add %1, %1, %1, asr #31\\n\\t"
-          "asrs %1, %1, %4\\n\\t"
-          "adc %1, %1, #0"
-          : "=&r"(lo), "=&r"(hi)
-          : "r"(x), "r"(m), "r"(n)
-          : "cc");
-  return hi;
-}""",
     "sat_i8": """\
 static inline int8_t tvm_sat_i8(int32_t x) {
   return (int8_t)(x < -128 ? -128 : (x > 127 ? 127 : x));
@@ -183,183 +146,53 @@ static inline int32_t tvm_clamp_i32(int32_t x, int32_t lo, int32_t hi) {
 static inline float tvm_clamp_f32(float x, float lo, float hi) {
   return x < lo ? lo : (x > hi ? hi : x);
 }""",
-    # TFLite MultiplyByQuantizedMultiplier, TFLITE_SINGLE_ROUNDING: one rounding of x * m / 2^(31 - shift).
-    "requant:single": """\
-/* x * multiplier * 2^(shift - 31), rounded half up once (TFLite single rounding). shift in [-31, 30]. */
-static inline int32_t tvm_requant_single(int32_t x, int32_t multiplier, int32_t shift) {
-  const int32_t total_shift = 31 - shift;
-  const int64_t round = (int64_t)1 << (total_shift - 1);
-  const int64_t result = ((int64_t)x * (int64_t)multiplier + round) >> total_shift;
-  return (int32_t)result;
-}""",
-    # gemmlowp SaturatingRoundingDoublingHighMul + RoundingDivideByPOT (exponent in [0, 31]).
-    "gemmlowp": """\
-static inline int32_t tvm_srdhm(int32_t a, int32_t b) {
-  const int64_t ab = (int64_t)a * (int64_t)b;
-  const int64_t nudge = ab >= 0 ? ((int64_t)1 << 30) : (1 - ((int64_t)1 << 30));
-  if (a == b && a == INT32_MIN) {
-    return INT32_MAX;
-  }
-  return (int32_t)((ab + nudge) / ((int64_t)1 << 31));
-}
-static inline int32_t tvm_rdbpot(int32_t x, int32_t exponent) {
-  const int32_t mask = (int32_t)(((int64_t)1 << exponent) - 1);
-  const int32_t remainder = x & mask;
-  const int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
-  return (x >> exponent) + (remainder > threshold ? 1 : 0);
-}""",
-    # gemmlowp double rounding (TFLM; needs "gemmlowp").
-    "requant:double": """\
-/* x * multiplier * 2^(shift - 31) with gemmlowp's two roundings (TFLM). shift in [-31, 30]. */
-static inline int32_t tvm_requant_double(int32_t x, int32_t multiplier, int32_t shift) {
-  const int32_t left_shift = shift > 0 ? shift : 0;
-  const int32_t right_shift = shift > 0 ? 0 : -shift;
-  return tvm_rdbpot(tvm_srdhm((int32_t)((uint32_t)x << left_shift), multiplier), right_shift);
-}""",
-    # Faster, provably equal variants for a multiplier that is never INT32_MIN (every multiplier
-    # QuantizeMultiplier produces is in {0} u [2^30, 2^31)), which is the only input on which
-    # SaturatingRoundingDoublingHighMul saturates. Without that case gemmlowp's nudge-then-truncate is
-    # floor((a*b + 2^30) / 2^31) for either sign of a*b: ab >= 0 adds 2^30 and truncation is floor; ab < 0
-    # adds 1 - 2^30 and truncating towards zero gives ceil((ab + 1 - 2^30) / 2^31)
-    # = floor((ab + 1 - 2^30 + 2^31 - 1) / 2^31), the same. The result fits int32 because |a*b| < 2^62
-    # unless a == b == INT32_MIN. RoundingDivideByPOT is computed in 32 bits (exponent in [0, 31]:
-    # 1u << 31 is defined for uint32_t). `>>` of a negative value is an arithmetic shift on every compiler
-    # we target (tvm_rdbpot above relies on it too).
-    "requant:double_pm": """\
-/* tvm_requant_double for multiplier != INT32_MIN (bit-identical there). shift in [-31, 30]. */
-static inline int32_t tvm_requant_double_pm(int32_t x, int32_t multiplier, int32_t shift) {
-  const int32_t left_shift = shift > 0 ? shift : 0;
-  const int32_t right_shift = shift > 0 ? 0 : -shift;
-  const int64_t ab = (int64_t)(int32_t)((uint32_t)x << left_shift) * (int64_t)multiplier;
-  const int32_t hi = (int32_t)((ab + ((int64_t)1 << 30)) >> 31);
-  const int32_t mask = (int32_t)((1u << right_shift) - 1u);
-  const int32_t remainder = hi & mask;
-  const int32_t threshold = (mask >> 1) + (hi < 0 ? 1 : 0);
-  return (hi >> right_shift) + (remainder > threshold ? 1 : 0);
-}""",
 }
 
-_HELPER_NAMES = {"acle": "", "acle_sat": "__ssat", "dsp_ror8": "tvm_sxtb16_ror8", "string": "",
-                 "no_sched": "TVM_NO_SCHED",
-                 "requant:double_asm": "tvm_requant_double_asm", "sat_i8": "tvm_sat_i8",
-                 "clamp_i32": "tvm_clamp_i32", "clamp_f32": "tvm_clamp_f32",
-                 "gemmlowp": "tvm_srdhm", "requant:single": "tvm_requant_single",
-                 "requant:double": "tvm_requant_double", "requant:double_pm": "tvm_requant_double_pm"}
-_HELPER_DEPS: dict[str, tuple[str, ...]] = {"requant:double": ("gemmlowp",)}
+_HELPER_NAMES = {"string": "", "no_sched": "TVM_NO_SCHED", "sat_i8": "tvm_sat_i8",
+                 "clamp_i32": "tvm_clamp_i32", "clamp_f32": "tvm_clamp_f32"}
+_HELPER_DEPS: dict[str, tuple[str, ...]] = {}
+#: helper key -> the <math.h> functions its C calls (recorded in a file when the helper enters it)
+_HELPER_LIBM: dict[str, frozenset[str]] = {}
+
+#: Every function of C99 <math.h> (7.12), in its double, float and long double forms: what `ctx.libm` accepts.
+#: The classification macros (isnan, isinf, fpclassify, signbit, ...) and INFINITY/NAN/HUGE_VAL are left out:
+#: C99 makes them macros, resolved at compile time (they need the header, no libm).
+_MATH_BASE = (
+    "acos asin atan atan2 cos sin tan acosh asinh atanh cosh sinh tanh exp exp2 expm1 frexp ilogb ldexp log "
+    "log10 log1p log2 logb modf scalbn scalbln cbrt fabs hypot pow sqrt erf erfc lgamma tgamma ceil floor "
+    "nearbyint rint lrint llrint round lround llround trunc fmod remainder remquo copysign nan nextafter "
+    "nexttoward fdim fmax fmin fma").split()
+MATH_FUNCTIONS: frozenset[str] = frozenset(f"{b}{s}" for b in _MATH_BASE for s in ("", "f", "l"))
 
 
-def define_helper(key: str, code: str, name: str, deps: Sequence[str] = ()) -> None:
+def define_helper(key: str, code: str, name: str, deps: Sequence[str] = (), libm: Sequence[str] = ()) -> None:
     """Add a shared C helper a kernel module provides: `ctx.helper(key)` then emits `code` once per file (after
     the helpers in `deps`) and returns `name`, the function to call. Keys are prefixed by their module's family
-    (e.g. "signal_log32"); a key defined twice is a programming error."""
+    (e.g. "signal_log32"); a key defined twice is a programming error. `libm`: the <math.h> functions `code`
+    calls (recorded in every file the helper enters, like `KernelContext.libm`)."""
     if key in _HELPERS:
         raise RuntimeError(f"kernel helper {key!r} is defined twice")
     _HELPERS[key] = code.rstrip()
     _HELPER_NAMES[key] = name
     if deps:
         _HELPER_DEPS[key] = tuple(deps)
+    if set(libm) - MATH_FUNCTIONS:
+        raise RuntimeError(f"kernel helper {key!r}: not C99 <math.h> functions: {sorted(set(libm) - MATH_FUNCTIONS)}")
+    if libm:
+        _HELPER_LIBM[key] = frozenset(libm)
 
 
 def helper_source(key: str) -> str:
     return _HELPERS[key]
 
 
-# gemmlowp's SaturatingRoundingMultiplyByPOT for 0 <= e <= 31, and TFLite's GetInvSqrtQuantizedMultiplierExp
-# (reverse_shift = -1): 1/sqrt(x) as a Q31 multiplier and a left shift, by five Newton-Raphson steps in Q3.28.
-# rsqrt (int8/int16) and l2_normalization (int8) share them; utvm.ops._quant.inv_sqrt_multiplier_exp is the
-# numpy definition.
-define_helper("sat_pot", """\
-static inline int32_t tvm_sat_pot(int32_t x, int32_t e) {
-  int32_t threshold;
-  if (e == 0) {
-    return x;
-  }
-  threshold = (int32_t)((1u << (31 - e)) - 1u);
-  if (x > threshold) {
-    return INT32_MAX;
-  }
-  if (x < -threshold) {
-    return INT32_MIN;
-  }
-  return (int32_t)((uint32_t)x << e);
-}""", "tvm_sat_pot")
-define_helper("inv_sqrt", """\
-static inline void tvm_inv_sqrt(int32_t x, int32_t* multiplier, int32_t* shift) {
-  int32_t s = 11;
-  int32_t bits = 0;
-  int32_t pairs;
-  int32_t half_input;
-  int32_t r = (int32_t)1 << 28;
-  uint32_t u;
-  int k;
-  if (x <= 1) {
-    *multiplier = INT32_MAX;
-    *shift = 0;
-    return;
-  }
-  while (x >= ((int32_t)1 << 29)) {
-    x /= 4;
-    ++s;
-  }
-  for (u = (uint32_t)x; u != 0u; u >>= 1) {
-    ++bits;
-  }
-  pairs = (31 - bits) / 2 - 1;
-  s -= pairs;
-  x = (int32_t)((uint32_t)x << (2 * pairs));
-  half_input = tvm_rdbpot(x >> 1, 1);
-  for (k = 0; k < 5; ++k) {
-    const int32_t r3 = tvm_sat_pot(tvm_srdhm(tvm_srdhm(r, r), r), 6);
-    r = tvm_sat_pot((int32_t)((uint32_t)tvm_srdhm(402653184, r) - (uint32_t)tvm_srdhm(half_input, r3)), 3);
-  }
-  r = tvm_srdhm(r, 1518500250);
-  if (s < 0) {
-    r = (int32_t)((uint32_t)r << -s);
-    s = 0;
-  }
-  *multiplier = r;
-  *shift = -s;
-}""", "tvm_inv_sqrt", deps=("gemmlowp", "sat_pot"))
+for _key, (_code, _name) in PRELUDE_HELPERS.items():
+    define_helper(_key, _code, _name)
 
 
-# --- formatting of C literals ----------------------------------------------------------------------------
-
-def c_literal(value: Any, dtype: str) -> str:
-    """One value as a C literal of `dtype` (exact for float32: 9 significant digits round-trip)."""
-    if dtype == "float32":
-        v = float(np.float32(value))
-        if math.isnan(v):
-            return "NAN"
-        if math.isinf(v):
-            return "INFINITY" if v > 0 else "-INFINITY"
-        s = f"{v:.9g}"
-        if "e" not in s and "." not in s and "n" not in s:
-            s += ".0"
-        return s + "f"
-    v = int(value)
-    if dtype == "int64":
-        return "(-9223372036854775807LL - 1)" if v == -(2**63) else f"{v}LL"
-    if dtype in ("uint32", "uint64"):
-        return f"{v}U" if dtype == "uint32" else f"{v}ULL"
-    if dtype in ("int32", "int16", "int8") and v == -(2**31):
-        return "(-2147483647 - 1)"
-    return str(v)
 
 
-def c_array_body(values: np.ndarray | Sequence[Any], dtype: str, per_line: int = 16) -> str:
-    flat = np.asarray(values).reshape(-1)
-    if dtype == "float32":
-        items = [c_literal(v, dtype) for v in flat.tolist()]
-    elif dtype in ("int8", "uint8", "int16", "int32", "bool") and flat.size:
-        ints = flat.astype(np.int64).tolist()
-        items = ["(-2147483647 - 1)" if v == -(2**31) else str(v) for v in ints]
-    else:
-        items = [c_literal(v, dtype) for v in flat.tolist()]
-    if not items:
-        return "0"
-    lines = [", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
-    return ",\n  ".join(lines)
-
+# --- formatting of C literals: utvm.compiler.kernels.cemit (re-exported here) ------------------------
 
 def dtype_of_ctype(ctype: str) -> str:
     for k, v in C_TYPES.items():
@@ -412,6 +245,9 @@ class KernelContext:
         #: code between them)
         self.task_count = 1
         self._params: Any = None
+        self._isa: PortableC | None = None
+        #: the <math.h> functions this node's kernel called through `libm` (the file records them too)
+        self.libm_calls: set[str] = set()
 
     def workload(self) -> dict[str, Any]:
         """What makes this node's kernel one tuning task: op, shapes, dtypes, which inputs are constants,
@@ -437,11 +273,13 @@ class KernelContext:
     def task_key(self) -> str:
         return task_key(self.workload())
 
-    def require_dsp(self) -> None:
-        """Use ACLE's DSP intrinsics in this file: <arm_acle.h>, checked to be for a DSP CPU."""
-        if not self.target.dsp:
-            raise self.error(f"a DSP kernel was chosen for target {self.target.name}, which has no DSP extension")
-        self.file.require("acle")
+    @property
+    def isa(self) -> PortableC:
+        """The instruction vocabulary of ctx's target (utvm.compiler.kernels.isa): what an emitter may ask of
+        the CPU. Kernels read the target through it only."""
+        if self._isa is None:
+            self._isa = vocabulary(self)
+        return self._isa
 
     # tensors
     def in_tensor(self, i: int) -> Tensor | None:
@@ -499,6 +337,27 @@ class KernelContext:
         self.file.require(key)
         return _HELPER_NAMES[key] if key in _HELPER_NAMES else _HELPER_NAMES[name]
 
+    def libm(self, name: str) -> str:
+        """Call the C99 <math.h> function `name` (e.g. "expf") in this kernel: returns the name to call and
+        records it, so the file includes <math.h> and the model's metadata lists it for the link (-lm)."""
+        if name not in MATH_FUNCTIONS:
+            raise self.error(f"{name!r} is not a C99 <math.h> function")
+        self.libm_calls.add(name)
+        self.file.libm.add(name)
+        return name
+
+    def literal(self, value: Any, dtype: str) -> str:
+        """`cemit.c_literal(value, dtype)` for the kernel's body, recording a float NAN / INFINITY (macros of
+        <math.h>: the file then includes it)."""
+        text = c_literal(value, dtype)
+        if text.lstrip("-") in FLOAT_SPECIALS:
+            self.file.float_specials = True
+        return text
+
+    def float_literal(self, value: Any) -> str:
+        """`literal(value, "float32")`: a float constant of the body (NAN / INFINITY recorded)."""
+        return self.literal(value, "float32")
+
     def error(self, what: str) -> CompileError:
         return CompileError(f"{self.label}: {what}")
 
@@ -512,8 +371,16 @@ class FileScope:
     decls: list[str] = field(default_factory=list)
     constants: dict[str, str] = field(default_factory=dict)  # tensor name -> C name
     names: set[str] = field(default_factory=set)
-    uses_libm: bool = False
+    #: the <math.h> functions the file's C calls (KernelContext.libm, helpers' `libm`)
+    libm: set[str] = field(default_factory=set)
+    #: whether the file spells NAN or INFINITY (a table or a literal of a kernel body: <math.h> macros)
+    float_specials: bool = False
     constant_bytes: int = 0
+
+    @property
+    def includes_math_h(self) -> bool:
+        """Whether the file needs `#include <math.h>`: it calls a libm function or spells NAN / INFINITY."""
+        return bool(self.libm) or self.float_specials
 
     def unique(self, hint: str) -> str:
         base = re.sub(r"[^A-Za-z0-9_]", "_", hint)
@@ -527,15 +394,15 @@ class FileScope:
     def require(self, key: str) -> None:
         if key not in self.helpers:
             self.helpers.append(key)
+            self.libm.update(_HELPER_LIBM.get(key, ()))
 
     def table(self, ctype: str, values: np.ndarray | Sequence[Any], hint: str) -> str:
         arr = np.asarray(values)
         name = self.unique(hint)
         dtype = dtype_of_ctype(ctype)
-        if dtype == "float32" and not np.all(np.isfinite(arr.astype(np.float64))):
-            self.uses_libm = True  # INFINITY / NAN come from <math.h> (macros only, no libm call)
-        n = max(int(arr.size), 1)
-        self.decls.append(f"static const {ctype} {name}[{n}] = {{\n  {c_array_body(arr, dtype)}\n}};")
+        if has_float_specials(arr, dtype):
+            self.float_specials = True  # INFINITY / NAN come from <math.h> (macros only, no libm call)
+        self.decls.append(table_decl(ctype, name, c_array_body(arr, dtype), int(arr.size)))
         return name
 
     def constant(self, t: Tensor) -> str:
@@ -671,12 +538,6 @@ def strides_of(shape: Sequence[int]) -> list[int]:
     return list(reversed(out))
 
 
-def offset_term(v: int) -> str:
-    """` + v` / ` - |v|` / `` for adding a baked-in integer to an expression."""
-    v = int(v)
-    return f" + {v}" if v > 0 else (f" - {-v}" if v < 0 else "")
-
-
 def broadcast_loops(out_shape: Sequence[int], in_shapes: Sequence[Sequence[int]], body: str,
                     index_names: Sequence[str], out_index: str = "io") -> str:
     """Nested loops over `out_shape` that keep a flat index per input (numpy broadcasting) and the output.
@@ -725,3 +586,7 @@ def broadcast_loops(out_shape: Sequence[int], in_shapes: Sequence[Sequence[int]]
     for d in reversed(range(depth)):
         lines.append("  " * d + "}")
     return "\n".join(lines)
+
+
+# The requantization forms and their helpers (they use the names above).
+from utvm.compiler.kernels import requant as _requant  # noqa: E402, F401

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from utvm.compiler.kernels.cemit import block, for_loop, lines
+
 UNROLL = 8         # products per iteration of an unrolled loop
 FULL_UNROLL = 16   # runs up to this length are fully unrolled
 
@@ -22,15 +24,13 @@ def dot_run(acc: str, x: str, w: str, n: int) -> str:
     """C statements: `acc += sum_{i < n} x[i] * w[i]` for int8 pointers `x`, `w` (side-effect-free
     expressions) and a compile-time n >= 0."""
     if n <= FULL_UNROLL:
-        return "\n".join(f"{acc} += {_term(x, w, i, i)};" for i in range(n))
+        return lines(f"{acc} += {_term(x, w, i, i)};" for i in range(n))
     blocks, rest = divmod(n, UNROLL)
-    body = "\n".join(f"    {acc} += {_term('xq', 'wq', i, i)};" for i in range(UNROLL))
-    tail = "\n".join(f"  {acc} += {_term('xq', 'wq', i, i)};" for i in range(rest))
-    return (f"{{\n  const int8_t* xq = {x};\n  const int8_t* wq = {w};\n"
-            f"  for (int32_t i = 0; i < {blocks}; ++i) {{\n{body}\n    xq += {UNROLL};\n    wq += {UNROLL};\n  }}\n"
-            + (tail + "\n" if tail else "") + "}")
+    step = [f"{acc} += {_term('xq', 'wq', i, i)};" for i in range(UNROLL)] + [f"xq += {UNROLL};", f"wq += {UNROLL};"]
+    return block("", [f"const int8_t* xq = {x};", f"const int8_t* wq = {w};", for_loop("i", 0, blocks, step),
+                      *(f"{acc} += {_term('xq', 'wq', i, i)};" for i in range(rest))])
 
 
 def dot_offsets(acc: str, x: str, w: str, offsets: Sequence[tuple[int, int]]) -> str:
     """C statements: `acc += x[xo] * w[wo]` for each compile-time (xo, wo) pair, straight-line."""
-    return "\n".join(f"{acc} += {_term(x, w, xo, wo)};" for xo, wo in offsets)
+    return lines(f"{acc} += {_term(x, w, xo, wo)};" for xo, wo in offsets)

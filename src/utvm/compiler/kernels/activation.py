@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 
-from utvm.compiler.kernels import KernelCode, KernelContext, c_literal, register
+from utvm.compiler.kernels import KernelCode, KernelContext, register
+from utvm.compiler.kernels.cemit import block, fill, for_loop, lines
 from utvm.ops.activation import SIGMOID_TABLE_U16, ActivationParams
 
 
@@ -25,7 +26,6 @@ def activation(ctx: KernelContext) -> KernelCode:
     p: ActivationParams = ctx.params()
     x, y = ctx.inputs[0], ctx.outputs[0]
     size = math.prod(p.shape)
-    uses_libm = False
     if p.dtype == "int8":
         if len(p.table) != 256:
             raise ctx.error(f"int8 {p.op} needs a 256-entry table, prepare gave {len(p.table)}")
@@ -40,29 +40,45 @@ def activation(ctx: KernelContext) -> KernelCode:
                     f"({p.output_zero_point});")
         else:
             stmt = f"int32_t r = {x}[i];"
-        stmt += f"\nr = r < {p.act_min} ? {p.act_min} : (r > {p.act_max} ? {p.act_max} : r);\n{y}[i] = (int16_t)r;"
+        stmt = lines(stmt, f"r = r < {p.act_min} ? {p.act_min} : (r > {p.act_max} ? {p.act_max} : r);",
+                     f"{y}[i] = (int16_t)r;")
     elif p.dtype == "float32":
         if p.op == "logistic":
-            stmt = f"{y}[i] = 1.0f / (1.0f + expf(-{x}[i]));"
-            uses_libm = True
+            stmt = f"{y}[i] = 1.0f / (1.0f + {ctx.libm('expf')}(-{x}[i]));"
         elif p.op == "tanh":
-            stmt = f"{y}[i] = tanhf({x}[i]);"
-            uses_libm = True
-        else:
-            lines = [f"float v = {x}[i];"]
-            if p.min != -math.inf:
-                lo = c_literal(p.min, "float32")
-                lines.append(f"if (v < {lo}) {{\n  v = {lo};\n}}")
-            if p.max != math.inf:
-                hi = c_literal(p.max, "float32")
-                lines.append(f"if (v > {hi}) {{\n  v = {hi};\n}}")
-            lines.append(f"{y}[i] = v;")
-            stmt = "\n".join(lines)
+            stmt = f"{y}[i] = {ctx.libm('tanhf')}({x}[i]);"
+        else:  # an infinite bound is no test
+            lo = ctx.float_literal(p.min) if p.min != -math.inf else None
+            hi = ctx.float_literal(p.max) if p.max != math.inf else None
+            stmt = lines(f"float v = {x}[i];", lo and block(f"if (v < {lo})", f"v = {lo};"),
+                         hi and block(f"if (v > {hi})", f"v = {hi};"), f"{y}[i] = v;")
     else:
         raise ctx.error(f"no {p.op} kernel for dtype {p.dtype}")
-    body = "\n".join("  " + ln for ln in stmt.splitlines())
-    return KernelCode(body=f"for (int32_t i = 0; i < {size}; ++i) {{\n{body}\n}}\nreturn 0;", inplace=(0,),
-                      uses_libm=uses_libm)
+    return KernelCode(body=lines(for_loop("i", 0, size, stmt), "return 0;"), inplace=(0,))
+
+
+# TFLM's int16 logistic / tanh after the rescale of x to v: interpolation in the sigmoid table @T@ (stored as
+# entry - 32768), @Y@ the output element.
+_LOGISTIC16 = """\
+const uint32_t uh = a >> 9;
+uint32_t r = 0x7FFFu << 10;
+if (uh < 255u) {
+  const uint32_t ua = (uint32_t)(@T@[uh] + 32768);
+  const uint32_t ub = (uint32_t)(@T@[uh + 1u] + 32768);
+  r = (ua << 9) + (a & 0x1FFu) * (ub - ua);
+}
+r = v >= 0 ? r + (1u << 9) : (1u << 25) - r + (1u << 9) - 1u;
+@Y@ = (int16_t)(r >> 10);"""
+_TANH16 = """\
+const uint32_t uh = a >> 8;
+int32_t r = (int32_t)(0xFFFFu << 8);
+if (uh < 255u) {
+  const uint32_t ua = (uint32_t)(@T@[uh] + 32768);
+  const uint32_t ub = (uint32_t)(@T@[uh + 1u] + 32768);
+  r = (int32_t)((ua << 8) + (a & 0xFFu) * (ub - ua));
+}
+r = v >= 0 ? r - (1 << 23) + (1 << 7) : -r + (1 << 23) + (1 << 7) - 1;
+@Y@ = (int16_t)(r >> 8);"""
 
 
 def _lut16(ctx: KernelContext, p: ActivationParams, x: str, y: str) -> str:
@@ -70,26 +86,6 @@ def _lut16(ctx: KernelContext, p: ActivationParams, x: str, y: str) -> str:
     which fits int16: 512 bytes of flash)."""
     table = ctx.table("int16_t", [v - 32768 for v in SIGMOID_TABLE_U16], "sigmoid")
     rnd = (1 << (p.shift - 1)) if p.shift > 0 else 0
-    head = (f"const int32_t v = ((int32_t){x}[i] * {p.multiplier} + {rnd}) >> {p.shift};\n"
-            "const uint32_t a = (uint32_t)(v < 0 ? -v : v);\n")
-    if p.op == "logistic":
-        return head + f"""\
-const uint32_t uh = a >> 9;
-uint32_t r = 0x7FFFu << 10;
-if (uh < 255u) {{
-  const uint32_t ua = (uint32_t)({table}[uh] + 32768);
-  const uint32_t ub = (uint32_t)({table}[uh + 1u] + 32768);
-  r = (ua << 9) + (a & 0x1FFu) * (ub - ua);
-}}
-r = v >= 0 ? r + (1u << 9) : (1u << 25) - r + (1u << 9) - 1u;
-{y}[i] = (int16_t)(r >> 10);"""
-    return head + f"""\
-const uint32_t uh = a >> 8;
-int32_t r = (int32_t)(0xFFFFu << 8);
-if (uh < 255u) {{
-  const uint32_t ua = (uint32_t)({table}[uh] + 32768);
-  const uint32_t ub = (uint32_t)({table}[uh + 1u] + 32768);
-  r = (int32_t)((ua << 8) + (a & 0xFFu) * (ub - ua));
-}}
-r = v >= 0 ? r - (1 << 23) + (1 << 7) : -r + (1 << 23) + (1 << 7) - 1;
-{y}[i] = (int16_t)(r >> 8);"""
+    return lines(f"const int32_t v = ((int32_t){x}[i] * {p.multiplier} + {rnd}) >> {p.shift};",
+                 "const uint32_t a = (uint32_t)(v < 0 ? -v : v);",
+                 fill(_LOGISTIC16 if p.op == "logistic" else _TANH16, T=table, Y=f"{y}[i]"))

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 
-from utvm.compiler.kernels import KernelCode, KernelContext, c_literal, register
+from utvm.compiler.kernels import KernelCode, KernelContext, register
+from utvm.compiler.kernels.cemit import for_loop, lines
 from utvm.ops.batch_norm import BatchNormParams
 
 
@@ -25,28 +26,16 @@ def batch_norm(ctx: KernelContext) -> KernelCode:
     ch = p.channels
     rows = size // ch if ch else 0
     x, y = ctx.inputs[0], ctx.outputs[0]
-    apply = f"""\
-for (int32_t r = 0; r < {rows}; ++r) {{
-  const float* const xr = {x} + r * {ch};
-  float* const yr = {y} + r * {ch};
-  for (int32_t c = 0; c < {ch}; ++c) {{
-    yr[c] = xr[c] * mult[c] + off[c];
-  }}
-}}
-return 0;"""
+    apply = for_loop("r", 0, rows, [f"const float* const xr = {x} + r * {ch};", f"float* const yr = {y} + r * {ch};",
+                                    for_loop("c", 0, ch, "yr[c] = xr[c] * mult[c] + off[c];")])
     if p.multiplier is not None and p.offset is not None:
         mult = ctx.table("float", p.multiplier, "multiplier")
         off = ctx.table("float", p.offset, "offset")
-        head = f"const float* const mult = {mult};\nconst float* const off = {off};\n"
-        return KernelCode(body=head + apply, inplace=(0,))
+        return KernelCode(body=lines(f"const float* const mult = {mult};", f"const float* const off = {off};", apply,
+                                     "return 0;"), inplace=(0,))
     scale, bias, mean, var = (ctx.inputs[i] for i in range(1, 5))
-    eps = c_literal(p.epsilon, "float32")
-    head = f"""\
-float* const mult = (float*)(void*){ctx.scratch};
-float* const off = mult + {ch};
-for (int32_t c = 0; c < {ch}; ++c) {{
-  mult[c] = {scale}[c] / sqrtf({var}[c] + {eps});
-  off[c] = {bias}[c] - {mean}[c] * mult[c];
-}}
-"""
-    return KernelCode(body=head + apply, scratch_bytes=8 * ch, inplace=(0,), uses_libm=True)
+    sqrtf, eps = ctx.libm("sqrtf"), ctx.float_literal(p.epsilon)
+    factors = for_loop("c", 0, ch, [f"mult[c] = {scale}[c] / {sqrtf}({var}[c] + {eps});",
+                                    f"off[c] = {bias}[c] - {mean}[c] * mult[c];"])
+    head = [f"float* const mult = (float*)(void*){ctx.scratch};", f"float* const off = mult + {ch};", factors]
+    return KernelCode(body=lines(head, apply, "return 0;"), scratch_bytes=8 * ch, inplace=(0,))

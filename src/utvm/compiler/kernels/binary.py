@@ -1,12 +1,32 @@
-"""C kernels of the binary op family (utvm.ops.binary): one loop nest over the broadcast output per node,
-the element computed as TFLite Micro's reference kernels compute it (see utvm.ops.binary for the
-quantized arithmetic). int8 div reads GetReciprocal of the (non-negative) divisor from a 256-entry table
-computed at compile time by utvm.ops._quant; everything else runs in int32 C (int64 for int64 tensors).
+"""C kernels of the binary op family (utvm.ops.binary): add, sub, mul and the other elementwise binary,
+comparison, logical, select and add_n ops. One loop nest over the broadcast output per node
+(`broadcast_loops`), the element computed as TFLite Micro's reference kernels compute it (see utvm.ops.binary
+for the quantized arithmetic).
+
+add, sub, mul (ElementwiseParams; numpy broadcasting and a fused activation):
+- float32: y = clamp(a op b, act_min, act_max) (TFLite clamps even without an activation: to +-FLT_MAX).
+- int32: wraps in uint32 arithmetic and clamps only where the activation asks.
+- int8 / int16: TFLite's integer add/sub (each input rescaled after a left shift of 20; 15 for int16) and
+  mul, then the output requantization (the `requant_pm` helper for multipliers != INT32_MIN).
+  int8 add/sub rescale each input in 32-bit arithmetic where that provably fits
+  (requant.rescale_input_stmts, proof in its docstring; otherwise the 64-bit helper): `_rescale_fast32`.
+- int8 has a conditional space (`elementwise_space`): `algo = direct` (the per-element form above, no
+  knobs); `table` reads each input's rescale from a 256-entry table and requantizes once (`requant`:
+  c | fast | dbl, `unroll`: elements per loop iteration); `lut` maps the other input through one int8 table
+  when one input is a constant single value. See "int8 through tables" below for why each is exact.
+
+The other ops (BinaryParams): int8 div reads GetReciprocal of the (non-negative) divisor from a 256-entry
+table computed at compile time by utvm.ops._quant; everything else runs in int32 C (int64 for int64
+tensors). Their input rescales (comparisons, squared_difference, add_n) are the same statement builder as
+add/sub's (requant.rescale_stmts) with the 32-bit form not taken (`_rescale_fast32`: taking it for their
+int8 inputs is that one line, and changes their code). The output requantization + clamp + store of
+add/sub/mul (direct), squared_difference and add_n is one builder (`_requant_store`).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -17,13 +37,18 @@ from utvm.compiler.kernels import (
     broadcast_loops,
     c_literal,
     define_helper,
+    multipliers_pm,
     offset_term,
     register,
 )
+from utvm.compiler.kernels.cemit import INT32_MAX, INT32_MIN, block, for_loop, lines
+from utvm.compiler.kernels.requant import Requant, clamp_store, form_reason, rescale_stmts
+from utvm.compiler.schedule import EMPTY_SPACE, Knob, Schedule, Space, requant_knob, unroll_knob
 from utvm.ops import _quant
-from utvm.ops.binary import COMPARISONS, OPS, BinaryParams
+from utvm.ops.binary import BINARY, COMPARISONS, BinaryParams, ElementwiseParams, reference
 
 _CMP = {"equal": "==", "not_equal": "!=", "greater": ">", "greater_equal": ">=", "less": "<", "less_equal": "<="}
+_C_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 
 # CountLeadingSignBits of an int32 (31 for 0), portable C.
 define_helper("binary_clrsb", """\
@@ -49,14 +74,272 @@ static inline int32_t binary_mbqm_wide(int32_t x, int32_t m, int32_t shift) {
 }""", "binary_mbqm_wide")
 
 
+# --- statements both kinds of params share ------------------------------------------------------------------
+
+def _rescale_fast32(op: str, dtype: str) -> bool:
+    """Whether an input rescale takes the 32-bit form (requant.rescale_input_stmts) where it fits: int8
+    add/sub. squared_difference, add_n and the comparisons rescale int8 the same way but keep the helper
+    (issue 20 changes no code; taking it for them is `op in ("add", "sub", ...)` here)."""
+    return dtype == "int8" and op in ("add", "sub")
+
+
+def _requant_store(ctx: KernelContext, var: str, raw: str, multiplier: int, shift: int, zero_point: int,
+                   rounding: str, ctype: str, lo: int, hi: int, dst: str, pm: bool = False) -> str:
+    """C: int32 `var` = MBQM(raw, multiplier, shift) + zero_point (the `requant_pm` helper with `pm`), stored
+    at `dst` as (ctype) clamp(var, lo, hi)."""
+    clamp = ctx.helper("clamp_i32")
+    rq = ctx.helper("requant_pm" if pm else "requant", rounding)
+    return (f"const int32_t {var} = {rq}({raw}, {multiplier}, {shift}){offset_term(zero_point)};\n"
+            f"{dst} = ({ctype}){clamp}({var}, {int(lo)}, {int(hi)});")
+
+
+def _float_store(ctx: KernelContext, expr: str, act_min: float, act_max: float, dst: str) -> str:
+    """C: `dst` = `expr` clamped to the float activation range."""
+    lo, hi = c_literal(act_min, "float32"), c_literal(act_max, "float32")
+    return f"{dst} = {ctx.helper('clamp_f32')}({expr}, {lo}, {hi});"
+
+
+def _int32_clamp(ctx: KernelContext, v: str, act_min: float | int, act_max: float | int) -> str:
+    return f"{ctx.helper('clamp_i32')}({v}, {c_literal(act_min, 'int32')}, {c_literal(act_max, 'int32')})"
+
+
+def _inplace(shapes: tuple[tuple[int, ...], ...], output_shape: tuple[int, ...], data: range) -> tuple[int, ...]:
+    """The inputs of `data` an output may overwrite: those of the output's shape (read at index io only,
+    just before out[io] is written)."""
+    return tuple(i for i in data if tuple(shapes[i]) == tuple(output_shape))
+
+
+# --- add, sub, mul ------------------------------------------------------------------------------------------
+
+@register("add", "sub", "mul", space=lambda ctx: elementwise_space(ctx))
+def elementwise(ctx: KernelContext) -> KernelCode:
+    algo = ctx.schedule.get("algo", "direct")
+    if algo == "table":
+        return _table_kernel(ctx, ctx.params(), ctx.schedule)
+    if algo == "lut":
+        return _lut_kernel(ctx, ctx.params())
+    return elementwise_direct(ctx)
+
+
+def elementwise_direct(ctx: KernelContext) -> KernelCode:
+    """The per-element add/sub/mul kernels (float32, int32, int8, int16): int8 add/sub rescale both inputs
+    in 32-bit C where it fits (`_rescale_fast32`), then requantize their sum."""
+    p: ElementwiseParams = ctx.params()
+    a, b, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    op = _C_OPS[ctx.node.op]
+    if p.dtype == "float32":
+        body = _float_store(ctx, f"{a}[ia] {op} {b}[ib]", p.act_min, p.act_max, f"{y}[io]")
+    elif p.dtype == "int32":
+        body = f"const int32_t v = (int32_t)((uint32_t){a}[ia] {op} (uint32_t){b}[ib]);\n"
+        if (int(p.act_min), int(p.act_max)) == (INT32_MIN, INT32_MAX):
+            body += f"{y}[io] = v;"
+        else:
+            body += f"{y}[io] = {_int32_clamp(ctx, 'v', p.act_min, p.act_max)};"
+    elif p.dtype in ("int8", "int16"):
+        raw = "va * vb" if ctx.node.op == "mul" else f"sa {op} sb"
+        store = _requant_store(ctx, "acc", raw, p.output_multiplier, p.output_shift, p.output_zero_point,
+                               p.rounding, C_TYPES[p.dtype], int(p.act_min), int(p.act_max), f"{y}[io]",
+                               pm=multipliers_pm([p.output_multiplier]))
+        load = [f"const int32_t va = (int32_t){a}[ia]{offset_term(-p.a_zero_point)};",
+                f"const int32_t vb = (int32_t){b}[ib]{offset_term(-p.b_zero_point)};"]
+        if ctx.node.op != "mul":
+            fast32 = _rescale_fast32(p.op, p.dtype)
+            load += [rescale_stmts(ctx, dst, var, zp, p.left_shift, m, e, p.rounding, fast32)
+                     for dst, var, zp, m, e in (("sa", "va", p.a_zero_point, p.a_multiplier, p.a_shift),
+                                                ("sb", "vb", p.b_zero_point, p.b_multiplier, p.b_shift))]
+        body = lines(load, store)
+    else:
+        raise ctx.error(f"no {ctx.node.op} kernel for dtype {p.dtype}")
+    loops = broadcast_loops(p.output_shape, [p.a_shape, p.b_shape], body, ["ia", "ib"])
+    return KernelCode(body=loops + "\nreturn 0;",
+                      inplace=_inplace((p.a_shape, p.b_shape), p.output_shape, range(2)))
+
+
+# --- int8 add/sub/mul through tables ------------------------------------------------------------------------
+#
+# int8 add/sub: each input's rescale a' = MBQM((a - zp_a) << 20, m_a, e_a) is a function of one int8 value,
+# so a 256-entry int32 table per input (computed at compile time by utvm.ops' own fixed-point code, indexed
+# by the input's byte) replaces it exactly (docs/kernels.md §7); sub stores -b'. Only the output
+# requantization MBQM(a' +/- b', m_o, e_o) runs per element. int8 mul: the tables hold a - zp_a and
+# b - zp_b (TFLite's int32 product (a - zp_a) * (b - zp_b) needs no table, but the lookups are as cheap as
+# the subtractions and carry the doubling below for free).
+# Requantization (`requant`): requant.Requant's exact forms; "dbl" (DSP, double rounding) stores 2 * a'
+# (add/sub) or 2 * (a - zp_a) (mul) and computes SaturatingRoundingDoublingHighMul(x, m) as SMMULR(2 * x, m)
+# (requant.dbl_requant_helper, the output zero point folded in).
+# No int32 overflow: the sum (product) of the largest table magnitudes is checked at compile time to stay
+# below 2^31 (2^30 when doubled); otherwise the point is not legal.
+# `algo = lut`, when one input is a constant holding a single value (a scalar, or broadcast from one element):
+# the output is a function of the other input's byte only, so one 256-entry int8 table computed by the op's
+# reference replaces everything (bit-exact by construction).
+
+_INT8_ALL = np.arange(-128, 128, dtype=np.int64)
+
+ALGO = Knob("algo", ("direct", "table", "lut"), "per element, input tables + one requantization, or one output table")
+UNROLL = unroll_knob((1, 2, 4), "elements per loop iteration (table, inputs of the output's shape)")
+
+
+def _by_byte(values: np.ndarray) -> np.ndarray:
+    """Values for the int8 inputs -128..127 (ascending) reordered to be indexed by the input's byte."""
+    out = np.empty(256, dtype=values.dtype)
+    out[_INT8_ALL & 0xFF] = values
+    return out
+
+
+def _tables(p: ElementwiseParams, scale: int) -> tuple[np.ndarray, np.ndarray]:
+    """(table of a, table of b) indexed by byte: the rescaled inputs (add/sub, b negated for sub) or the
+    offset inputs (mul), times `scale`."""
+    va, vb = _INT8_ALL - p.a_zero_point, _INT8_ALL - p.b_zero_point
+    if p.op == "mul":
+        ta, tb = va, vb
+    else:
+        mbqm = _quant.multiply_by_quantized_multiplier
+        ta = mbqm(va << p.left_shift, p.a_multiplier, p.a_shift, p.rounding)
+        tb = mbqm(vb << p.left_shift, p.b_multiplier, p.b_shift, p.rounding)
+        if p.op == "sub":
+            tb = -tb
+    # mul: the doubling goes on one factor only
+    return _by_byte(ta * scale), _by_byte(tb * (1 if p.op == "mul" else scale))
+
+
+def _raw_bound(p: ElementwiseParams) -> int:
+    """The largest |a' +/- b'| (add/sub) or |(a - zp_a) * (b - zp_b)| (mul) over all int8 inputs: the
+    accumulator bound of the table kernel."""
+    ta, tb = _tables(p, 1)
+    if p.op == "mul":
+        return int(np.abs(ta).max() * np.abs(tb).max())
+    return int(np.abs(ta).max() + np.abs(tb).max())
+
+
+def _single_value(ctx: KernelContext, p: ElementwiseParams) -> int | None:
+    """The input (0 or 1) that is a constant holding one value (broadcast to the output), if one is."""
+    for i, sh in enumerate((p.a_shape, p.b_shape)):
+        t = ctx.in_tensor(i)
+        if math.prod(sh) == 1 and t is not None and t.data is not None:
+            return i
+    return None
+
+
+def _flat(p: ElementwiseParams) -> bool:
+    out = tuple(p.output_shape)
+    return tuple(p.a_shape) == out and tuple(p.b_shape) == out
+
+
+def elementwise_space(ctx: KernelContext) -> Space:
+    """int8 add/sub/mul: `algo` direct (per element), table (256-entry input tables + one requantization:
+    `requant`, `unroll`) or lut (one input is a single value: one int8 output table)."""
+    p: ElementwiseParams = ctx.params()
+    if p.dtype != "int8":
+        return EMPTY_SPACE
+    bound = _raw_bound(p)
+    table_ok = bound < 1 << 31
+    single = _single_value(ctx, p)
+
+    def rq_reason(form: str) -> str | None:
+        return form_reason(form, p.rounding, [p.output_multiplier], [p.output_shift], ctx.target, bound)
+
+    if single is not None:
+        default: Schedule = {"algo": "lut"}
+    elif table_ok:
+        default = {"algo": "table", "requant": next(f for f in ("dbl", "fast", "c") if rq_reason(f) is None),
+                   "unroll": 4 if ctx.target.is_cortex_m and _flat(p) else 1}
+    else:
+        default = {"algo": "direct"}
+
+    def legal(pt: Schedule) -> str | None:
+        if pt["algo"] == "lut" and single is None:
+            return "lut needs an input holding a single value"
+        if pt["algo"] != "table":
+            return None
+        if not table_ok:
+            return "the sum of the input tables could overflow int32"
+        reason = rq_reason(pt["requant"])
+        if reason:
+            return f"requant {pt['requant']}: {reason}"
+        if pt["unroll"] > 1 and not _flat(p):
+            return "unroll is for inputs of the output's shape"
+        return None
+
+    return Space.conditional(ALGO, {"direct": (), "table": (requant_knob(), UNROLL), "lut": ()},
+                             default=default, legal=legal)
+
+
+def _table_kernel(ctx: KernelContext, p: ElementwiseParams, s: Schedule) -> KernelCode:
+    v = ctx.isa
+    dbl = s["requant"] == "dbl"
+    ta, tb = _tables(p, 2 if dbl else 1)
+    bound = _raw_bound(p)
+    assert bound * (2 if dbl else 1) < 1 << 31
+    ta_name, tb_name = ctx.table("int32_t", ta, "ta"), ctx.table("int32_t", tb, "tb")
+    tab_a, tab_b = "tab_a", "tab_b"
+    a, b, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    lo, hi = int(p.act_min), int(p.act_max)
+    simd = v.simd16
+    if simd:
+        v.use_simd()
+    what = "a' - b'" if p.op == "sub" else ("(a - zp_a) * (b - zp_b)" if p.op == "mul" else "a' + b'")
+    head = [f"/* {what}{' (doubled)' if dbl else ''} from 256-entry tables; |raw| <= {bound * (2 if dbl else 1)} "
+            "< 2^31: no int32 overflow. */"]
+    # each table in its own base register (GCC would otherwise address one from the other's, an add more)
+    opaque = v.local("TVM_OPAQUE_PTR")
+    head += [f"const int32_t* tab_a = {ta_name};", f"const int32_t* tab_b = {tb_name};", f"{opaque}(tab_a);",
+             f"{opaque}(tab_b);"]
+    rq = Requant(ctx, s["requant"], p.rounding, [p.output_multiplier], [p.output_shift],
+                 zero_point=p.output_zero_point, bound=bound)
+    head.append(rq.setup.rstrip("\n"))
+    zp = 0 if rq.folds_zero_point else p.output_zero_point
+    sat = v if simd else None  # SSAT #8 with the zero point (the SIMD vocabularies)
+
+    def element(ia: str, ib: str, io: str, val: str) -> str:
+        combine = "*" if p.op == "mul" else "+"
+        return lines(f"int32_t {val} = {tab_a}[(uint8_t){a}[{ia}]] {combine} {tab_b}[(uint8_t){b}[{ib}]];",
+                     rq.stmt(val, "0"), clamp_store(val, zp, lo, hi, f"{y}[{io}]", sat))
+
+    size = math.prod(p.output_shape)
+    if _flat(p):
+        u = s["unroll"]
+        main = size // u * u
+        blk = lines(block("", element(f"i + {j}", f"i + {j}", f"i + {j}", "v")) for j in range(u))
+        loop = block(f"for (int32_t i = 0; i < {main}; i += {u})", blk) if main else ""
+        tail = lines(block("", element(str(i), str(i), str(i), "v")) for i in range(main, size))
+        body = lines(loop, tail)
+    else:
+        body = broadcast_loops(p.output_shape, [p.a_shape, p.b_shape], element("ia", "ib", "io", "v"), ["ia", "ib"])
+    return KernelCode(body=lines(head, body, "return 0;"),
+                      inplace=_inplace((p.a_shape, p.b_shape), p.output_shape, range(2)))
+
+
+def _lut_kernel(ctx: KernelContext, p: ElementwiseParams) -> KernelCode:
+    single = _single_value(ctx, p)
+    assert single is not None
+    other = 1 - single
+    t = ctx.in_tensor(single)
+    assert t is not None and t.data is not None
+    xs = _INT8_ALL.astype(np.int8)
+    k = np.full(256, np.asarray(t.data).reshape(-1)[0], np.int8)
+    args = (xs, k) if single == 1 else (k, xs)
+    flat = replace(p, a_shape=(256,), b_shape=(256,), output_shape=(256,))  # the reference on every value
+    lut = _by_byte(np.asarray(reference(flat, *args)).astype(np.int64).reshape(-1))
+    table = ctx.table("int8_t", lut, "lut")
+    x, y = ctx.inputs[other], ctx.outputs[0]
+    shape = (p.a_shape, p.b_shape)[other]
+    body = [f"/* {p.op} with a constant single-valued input: the output is a function of the other input's "
+            "byte (the op's reference on every value). */"]
+    if tuple(shape) == tuple(p.output_shape):
+        body.append(for_loop("i", 0, math.prod(p.output_shape), f"{y}[i] = {table}[(uint8_t){x}[i]];"))
+    else:
+        body.append(broadcast_loops(p.output_shape, [shape], f"{y}[io] = {table}[(uint8_t){x}[ix]];", ["ix"]))
+    inplace = (other,) if tuple(shape) == tuple(p.output_shape) else ()
+    return KernelCode(body=lines(body, "return 0;"), inplace=inplace)
+
+
+# --- the other binary ops ----------------------------------------------------------------------------------
+
 def _rescale(ctx: KernelContext, p: BinaryParams, dst: str, src: str, i: int) -> str:
     """int32 `dst` = MBQM((src - zp_i) << left_shift, m_i, e_i)."""
-    rq = ctx.helper("requant", p.rounding)
     k = i if len(p.multipliers) > 1 else 0
-    v = f"((int32_t){src}{offset_term(-p.zero_points[i])})"
-    if p.left_shift:
-        v = f"{v} * {1 << p.left_shift}"
-    return f"const int32_t {dst} = {rq}({v}, {p.multipliers[k]}, {p.shifts[k]});"
+    va = f"((int32_t){src}{offset_term(-p.zero_points[i])})"
+    return rescale_stmts(ctx, dst, va, p.zero_points[i], p.left_shift, p.multipliers[k], p.shifts[k], p.rounding,
+                         _rescale_fast32(p.op, p.dtype))
 
 
 def _element(ctx: KernelContext, p: BinaryParams, ins: list[str], y: str) -> str:
@@ -74,13 +357,12 @@ def _element(ctx: KernelContext, p: BinaryParams, ins: list[str], y: str) -> str
         return f"{y} = (uint8_t)(({a} != 0) || ({b} != 0));"
     if op in COMPARISONS:
         if p.quantized:
-            return "\n".join([_rescale(ctx, p, "sa", a, 0), _rescale(ctx, p, "sb", b, 1),
-                              f"{y} = (uint8_t)(sa {_CMP[op]} sb);"])
+            return lines(_rescale(ctx, p, "sa", a, 0), _rescale(ctx, p, "sb", b, 1),
+                         f"{y} = (uint8_t)(sa {_CMP[op]} sb);")
         return f"{y} = (uint8_t)({a} {_CMP[op]} {b});"
     if p.dtype == "float32":
         if op == "div":
-            lo, hi = c_literal(p.act_min, "float32"), c_literal(p.act_max, "float32")
-            return f"{y} = {ctx.helper('clamp_f32')}({a} / {b}, {lo}, {hi});"
+            return _float_store(ctx, f"{a} {_C_OPS[op]} {b}", p.act_min, p.act_max, y)
         if op == "floor_div":
             return f"{y} = floorf({a} / {b});"
         if op == "floor_mod":
@@ -89,10 +371,9 @@ def _element(ctx: KernelContext, p: BinaryParams, ins: list[str], y: str) -> str
         return f"const float d = {a} - {b};\n{y} = d * d;"
     if p.dtype == "int32":
         if op == "div":
-            clamp = ctx.helper("clamp_i32")
             return (f"const int32_t va = {a};\nconst int32_t vb = {b};\n"
                     "const int32_t q = vb == 0 ? 0 : (vb == -1 ? (int32_t)(0u - (uint32_t)va) : va / vb);\n"
-                    f"{y} = {clamp}(q, {c_literal(p.act_min, 'int32')}, {c_literal(p.act_max, 'int32')});")
+                    f"{y} = {_int32_clamp(ctx, 'q', p.act_min, p.act_max)};")
         return f"const uint32_t d = (uint32_t){a} - (uint32_t){b};\n{y} = (int32_t)(d * d);"
     clamp = ctx.helper("clamp_i32")
     if op == "div":
@@ -102,21 +383,19 @@ def _element(ctx: KernelContext, p: BinaryParams, ins: list[str], y: str) -> str
         ctx.file.require("gemmlowp")
         clrsb, wide = ctx.helper("binary_clrsb"), ctx.helper("binary_mbqm_wide")
         za, zb = p.zero_points
-        return "\n".join([
+        return lines(
             f"int32_t va = (int32_t){a}{offset_term(-za)};",
             f"int32_t vb = (int32_t){b}{offset_term(-zb)};",
-            "if (vb < 0) {\n  va = -va;\n  vb = -vb;\n}",
+            block("if (vb < 0)", ["va = -va;", "vb = -vb;"]),
             f"const int32_t h = {clrsb}(va);",
             f"const int32_t q = tvm_srdhm((int32_t)((uint32_t)va << h), {t_inv}[vb]);",
             f"const int32_t r = {wide}(q, {p.output_multiplier}, {p.output_shift} - {t_rs}[vb] - h)"
             f"{offset_term(p.output_zero_point)};",
-            f"{y} = ({ctype}){clamp}(r, {int(p.act_min)}, {int(p.act_max)});"])
+            f"{y} = ({ctype}){clamp}(r, {int(p.act_min)}, {int(p.act_max)});")
     # squared_difference int8 / int16
-    rq = ctx.helper("requant", p.rounding)
-    return "\n".join([_rescale(ctx, p, "sa", a, 0), _rescale(ctx, p, "sb", b, 1), "const int32_t d = sa - sb;",
-                      f"const int32_t r = {rq}(d * d, {p.output_multiplier}, {p.output_shift})"
-                      f"{offset_term(p.output_zero_point)};",
-                      f"{y} = ({ctype}){clamp}(r, {int(p.act_min)}, {int(p.act_max)});"])
+    return lines(_rescale(ctx, p, "sa", a, 0), _rescale(ctx, p, "sb", b, 1), "const int32_t d = sa - sb;",
+                 _requant_store(ctx, "r", "d * d", p.output_multiplier, p.output_shift, p.output_zero_point,
+                                p.rounding, ctype, int(p.act_min), int(p.act_max), y))
 
 
 def _add_n(ctx: KernelContext, p: BinaryParams) -> KernelCode:
@@ -124,25 +403,22 @@ def _add_n(ctx: KernelContext, p: BinaryParams) -> KernelCode:
     size = math.prod(p.output_shape)
     y = ctx.outputs[0]
     if p.dtype == "float32":
-        lines = ["float acc = 0.0f;"] + [f"acc += {ctx.inputs[j]}[i];" for j in range(n)] + [f"{y}[i] = acc;"]
+        stmts = ["float acc = 0.0f;"] + [f"acc += {ctx.inputs[j]}[i];" for j in range(n)] + [f"{y}[i] = acc;"]
     else:
-        rq = ctx.helper("requant", p.rounding)
-        clamp = ctx.helper("clamp_i32")
         init = int(_quant.multiply_by_quantized_multiplier(-p.zero_points[0] << p.left_shift, p.multipliers[0],
                                                            p.shifts[0], p.rounding))
-        lines = [f"uint32_t acc = (uint32_t){c_literal(init, 'int32')};"]
+        stmts = [f"uint32_t acc = (uint32_t){c_literal(init, 'int32')};"]
         for j in range(n):
-            lines.append(_rescale(ctx, p, f"s{j}", f"{ctx.inputs[j]}[i]", j))
-            lines.append(f"acc += (uint32_t)s{j};")
-        lines += [f"const int32_t r = {rq}((int32_t)acc, {p.output_multiplier}, {p.output_shift})"
-                  f"{offset_term(p.output_zero_point)};",
-                  f"{y}[i] = (int8_t){clamp}(r, {int(p.act_min)}, {int(p.act_max)});"]
-    body = "\n".join("  " + ln for ln in "\n".join(lines).splitlines())
-    loop = f"for (int32_t i = 0; i < {size}; ++i) {{\n{body}\n}}" if size else ""
-    return KernelCode(body=(loop + "\nreturn 0;").lstrip("\n"), inplace=tuple(range(n)))
+            stmts.append(_rescale(ctx, p, f"s{j}", f"{ctx.inputs[j]}[i]", j))
+            stmts.append(f"acc += (uint32_t)s{j};")
+        stmts.append(_requant_store(ctx, "r", "(int32_t)acc", p.output_multiplier, p.output_shift,
+                                    p.output_zero_point, p.rounding, "int8_t", int(p.act_min), int(p.act_max),
+                                    f"{y}[i]"))
+    loop = for_loop("i", 0, size, stmts) if size else None
+    return KernelCode(body=lines(loop, "return 0;"), inplace=tuple(range(n)))
 
 
-@register(*OPS)
+@register(*BINARY)
 def binary_family(ctx: KernelContext) -> KernelCode:
     p: BinaryParams = ctx.params()
     if p.op == "add_n":
@@ -151,12 +427,11 @@ def binary_family(ctx: KernelContext) -> KernelCode:
     ins = [f"{ctx.inputs[k]}[{names[k]}]" for k in range(len(p.shapes))]
     body = _element(ctx, p, ins, f"{ctx.outputs[0]}[io]")
     loops = broadcast_loops(p.output_shape, p.shapes, body, names)
-    pre = ""
+    pre = None
     if p.op == "floor_div":  # TFLM checks every denominator before computing anything
         nb = math.prod(p.shapes[1])
-        pre = (f"for (int32_t i = 0; i < {nb}; ++i) {{\n  if ({ctx.inputs[1]}[i] == 0.0f) {{\n    return 1;\n  }}\n}}\n"
-               if nb else "")
+        pre = for_loop("i", 0, nb, block(f"if ({ctx.inputs[1]}[i] == 0.0f)", "return 1;")) if nb else None
     data = range(1, 3) if p.op == "select" else range(len(p.shapes))
-    inplace = tuple(i for i in data if tuple(p.shapes[i]) == tuple(p.output_shape) and p.dtype == p.out_dtype)
+    inplace = _inplace(p.shapes, p.output_shape, data) if p.dtype == p.out_dtype else ()
     uses_libm = p.op in ("floor_div", "floor_mod")
-    return KernelCode(body=pre + loops + "\nreturn 0;", inplace=inplace, uses_libm=uses_libm)
+    return KernelCode(body=lines(pre, loops, "return 0;"), inplace=inplace, uses_libm=uses_libm)

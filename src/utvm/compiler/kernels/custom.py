@@ -33,7 +33,8 @@ from collections.abc import Sequence
 
 from utvm import custom_ops
 from utvm.compiler import memory
-from utvm.compiler.kernels import DL_TYPES, KernelCode, KernelContext, c_literal, define_helper, register
+from utvm.compiler.kernels import DL_TYPES, KernelCode, KernelContext, define_helper, register
+from utvm.compiler.kernels.cemit import block, fill
 from utvm.errors import CompileError
 from utvm.ir.graph import Node
 from utvm.support.ctext import c_string
@@ -50,27 +51,27 @@ assert GUARD_BYTES % memory.ALIGNMENT == 0 and GUARD_BYTES % 4 == 0
 # seen), written and compared a word at a time (memcpy: any alignment, one load or store where the CPU allows).
 # The inputs' checksum: FNV-1a's step over 32-bit words, then the bytes left: each step is a bijection of the
 # state, so any change within one word (any single byte) always changes the sum.
-define_helper("custom_guard", f"""\
-static inline uint32_t tvm_guard_word(uint32_t i) {{
+define_helper("custom_guard", fill("""\
+static inline uint32_t tvm_guard_word(uint32_t i) {
   return 0xA5C3F00DU ^ (i * 0x9E3779B1U);
-}}
-static inline void tvm_guard_fill(uint8_t* band) {{
+}
+static inline void tvm_guard_fill(uint8_t* band) {
   uint32_t i;
-  for (i = 0U; i < {GUARD_BYTES // 4}U; ++i) {{
+  for (i = 0U; i < @WORDS@U; ++i) {
     const uint32_t w = tvm_guard_word(i);
     (void)memcpy(band + (4U * i), &w, 4U);
-  }}
-}}
-static inline int32_t tvm_guard_intact(const uint8_t* band) {{
+  }
+}
+static inline int32_t tvm_guard_intact(const uint8_t* band) {
   uint32_t i;
   uint32_t diff = 0U;
-  for (i = 0U; i < {GUARD_BYTES // 4}U; ++i) {{
+  for (i = 0U; i < @WORDS@U; ++i) {
     uint32_t w;
     (void)memcpy(&w, band + (4U * i), 4U);
     diff |= w ^ tvm_guard_word(i);
-  }}
+  }
   return (diff == 0U) ? 1 : 0;
-}}""", "tvm_guard_fill", deps=("string",))
+}""", WORDS=GUARD_BYTES // 4), "tvm_guard_fill", deps=("string",))
 define_helper("custom_guard_sum", """\
 static inline uint32_t tvm_guard_sum(const void* data, uint32_t n) {
   const uint8_t* p = (const uint8_t*)data;
@@ -144,28 +145,27 @@ def custom(ctx: KernelContext) -> KernelCode:
         shape = ctx.table("int64_t", list(spec.shape) or [1], f"shape{k}")
         lines += [f"t[{k}].data = {expr};", f"t[{k}].dtype_code = {code}U;", f"t[{k}].dtype_bits = {bits}U;",
                   f"t[{k}].ndim = {len(spec.shape)};", f"t[{k}].shape = {shape};",
-                  f"t[{k}].scale = {c_literal(spec.scale, 'float32')};",
-                  f"t[{k}].zero_point = {c_literal(spec.zero_point, 'int32')};"]
+                  f"t[{k}].scale = {ctx.float_literal(spec.scale)};",
+                  f"t[{k}].zero_point = {ctx.literal(spec.zero_point, 'int32')};"]
     lines.append(f"/* the memory guard (docs/custom_ops.md): {g} bytes of pattern before and after each output's "
                  "slot, a checksum of each input computed at run time */")
     for s, n in zip(slots, out_bytes, strict=True):
         lines += [f"tvm_guard_fill({_at(s - g)});", f"tvm_guard_fill({_at(s + n)});"]
     for j, i in enumerate(checked):
         lines.append(f"sum[{j}] = {sum_fn}({ctx.inputs[i]}, {in_bytes[i]}U);")
-    lines += [f"rc = {ctx.func_name}_user(t, {n_in}, t + {n_in}, {n_out});",
-              "if (rc != 0) {", "  return rc;", "}"]
+    lines += [f"rc = {ctx.func_name}_user(t, {n_in}, t + {n_in}, {n_out});", block("if (rc != 0)", "return rc;")]
     name = f'"{c_string(p.name)}"'
     report = violation_function(ctx.file.prefix)
     for k, (s, n) in enumerate(zip(slots, out_bytes, strict=True)):
-        lines += [f"if (tvm_guard_intact({_at(s - g)}) == 0) {{", f"  return {report}({name}, {k}, -1);", "}",
-                  f"if (tvm_guard_intact({_at(s + n)}) == 0) {{", f"  return {report}({name}, {k}, 1);", "}"]
+        lines += [block(f"if (tvm_guard_intact({_at(s - g)}) == 0)", f"return {report}({name}, {k}, -1);"),
+                  block(f"if (tvm_guard_intact({_at(s + n)}) == 0)", f"return {report}({name}, {k}, 1);")]
     for j, i in enumerate(checked):
-        lines += [f"if ({sum_fn}({ctx.inputs[i]}, {in_bytes[i]}U) != sum[{j}]) {{",
-                  f"  return {report}({name}, {i}, 0);", "}"]
+        lines.append(block(f"if ({sum_fn}({ctx.inputs[i]}, {in_bytes[i]}U) != sum[{j}])",
+                           f"return {report}({name}, {i}, 0);"))
     for k, (s, n) in enumerate(zip(slots, out_bytes, strict=True)):
         if n > 0:  # an output the plan placed in its slot is the slot: nothing to copy
-            lines += [f"if ((const void*){ctx.outputs[k]} != (const void*)({_at(s)})) {{",
-                      f"  (void)memcpy({ctx.outputs[k]}, {_at(s)}, {n}U);", "}"]
+            lines.append(block(f"if ((const void*){ctx.outputs[k]} != (const void*)({_at(s)}))",
+                               f"(void)memcpy({ctx.outputs[k]}, {_at(s)}, {n}U);"))
     lines.append("return 0;")
     return KernelCode("\n".join(lines), scratch_bytes=scratch_bytes)
 
@@ -177,6 +177,111 @@ def _at(offset: int) -> str:
 
 def _bytes_init(data: bytes) -> str:
     return ", ".join(f"0x{b:02x}U" for b in data)
+
+
+# A user operator `@NAME@` (C function @SYMBOL@) as the packed function @FUNC@ of the file's registry.
+_PACKED_WRAPPER = """\
+/* '@NAME@' as a packed function: (DLTensor inputs..., DLTensor outputs..., const UtvmCustomCall*) -> @SYMBOL@. */
+static int @FUNC@(@PARAMS@) {
+  UtvmCustomTensor t[UTVM_CUSTOM_OP_MAX_TENSORS];
+  const UtvmCustomCall* call;
+  int32_t i;
+  (void)out_ret_value;
+  (void)resource_handle;
+  if (num_args < 1 || type_codes[num_args - 1] != (int)kTVMOpaqueHandle) {
+    TVMAPISetLastErrorf("@NAME@: the last argument must be the call's UtvmCustomCall (an opaque handle)");
+    return (int)kTvmErrorFunctionCallWrongArgType;
+  }
+  call = (const UtvmCustomCall*)args[num_args - 1].v_handle;
+  if (call == NULL || call->num_inputs + call->num_outputs != num_args - 1 ||
+      num_args - 1 > UTVM_CUSTOM_OP_MAX_TENSORS) {
+    TVMAPISetLastErrorf("@NAME@: %d arguments do not match the call's tensors", num_args);
+    return (int)kTvmErrorFunctionCallNumArguments;
+  }
+  for (i = 0; i < num_args - 1; ++i) {
+    const DLTensor* d = (const DLTensor*)args[i].v_handle;
+    if ((type_codes[i] != (int)kTVMDLTensorHandle && type_codes[i] != (int)kTVMNDArrayHandle) || d == NULL) {
+      TVMAPISetLastErrorf("@NAME@: argument %d is not a DLTensor", (int)i);
+      return (int)kTvmErrorFunctionCallWrongArgType;
+    }
+    t[i] = call->tensors[i];
+    t[i].data = (void*)((uint8_t*)d->data + d->byte_offset);
+  }
+  *out_ret_tcode = (int)kTVMNullptr;
+  return (int)@SYMBOL@(t, call->num_inputs, t + call->num_inputs, call->num_outputs, call->options,
+                 call->options_size);
+}
+"""
+
+# `@FUNC@_user`, packed convention: user operator `@NAME@` through the function environment.
+_ENV_CALL = """\
+/* '@NAME@' through the function environment: looked up once, then called with DLTensors. The tensor
+ * descriptions are contiguous (outputs follow inputs). */
+static int32_t @FUNC@_user@SIGNATURE@ {
+  static TVMFunctionHandle fn = NULL;
+  DLTensor d[UTVM_CUSTOM_OP_MAX_TENSORS];
+  TVMValue v[UTVM_CUSTOM_OP_MAX_TENSORS + 1];
+  int c[UTVM_CUSTOM_OP_MAX_TENSORS + 1];
+  TVMValue rv;
+  int rc;
+  int32_t i;
+  UtvmCustomCall call;
+  if (fn == NULL) {
+    int err = TVMBackendGetFuncFromEnv((void*)&@PREFIX@_custom_module, "@NAME@", &fn);
+    if (err != 0) {
+      return (int32_t)err;
+    }
+  }
+  (void)outputs;
+  for (i = 0; i < num_inputs + num_outputs; ++i) {
+    d[i].data = inputs[i].data;
+    d[i].device.device_type = kDLCPU;
+    d[i].device.device_id = 0;
+    d[i].ndim = inputs[i].ndim;
+    d[i].dtype.code = inputs[i].dtype_code;
+    d[i].dtype.bits = inputs[i].dtype_bits;
+    d[i].dtype.lanes = 1U;
+    d[i].shape = (int64_t*)inputs[i].shape;
+    d[i].strides = NULL;
+    d[i].byte_offset = 0U;
+    v[i].v_handle = &d[i];
+    c[i] = (int)kTVMDLTensorHandle;
+  }
+  call.num_inputs = num_inputs;
+  call.num_outputs = num_outputs;
+  call.tensors = inputs;
+  call.options = @OPTIONS@;
+  call.options_size = @OPTIONS_SIZE@;
+  v[i].v_handle = (void*)&call;
+  c[i] = (int)kTVMOpaqueHandle;
+  return (int32_t)TVMFuncCall(fn, v, c, (int)(i + 1), &rv, &rc);
+}
+"""
+
+# the guard's report (violation_function): packed convention, with a message
+_VIOLATION_PACKED = """\
+@DOC@
+static int32_t @FUNC@(const char* name, int32_t index, int32_t where) {
+  if (where == 0) {
+    TVMAPISetLastErrorf("'%s' wrote into its input %d", name, (int)index);
+  } else {
+    TVMAPISetLastErrorf("'%s' wrote outside its output %d (the %d bytes %s it)", name, (int)index, @GUARD@,
+                        (where < 0) ? "before" : "after");
+  }
+  return (int32_t)UTVM_CUSTOM_OP_ERROR_GUARD;
+}
+"""
+
+# ... and in the unpacked conventions (no error text)
+_VIOLATION = """\
+@DOC@
+static int32_t @FUNC@(const char* name, int32_t index, int32_t where) {
+  (void)name;
+  (void)index;
+  (void)where;
+  return (int32_t)UTVM_CUSTOM_OP_ERROR_GUARD;
+}
+"""
 
 
 def call_source(funcs: Sequence[tuple[str, Node]], prefix: str, packed: bool) -> str:
@@ -202,38 +307,7 @@ def call_source(funcs: Sequence[tuple[str, Node]], prefix: str, packed: bool) ->
         for k, (name, sym) in enumerate(symbols.items()):
             w = f"{prefix}_custom_packed{k}"
             wrappers[name] = w
-            out.append(f"""\
-/* '{name}' as a packed function: (DLTensor inputs..., DLTensor outputs..., const UtvmCustomCall*) -> {sym}. */
-static int {w}({PACKED_PARAMS}) {{
-  UtvmCustomTensor t[UTVM_CUSTOM_OP_MAX_TENSORS];
-  const UtvmCustomCall* call;
-  int32_t i;
-  (void)out_ret_value;
-  (void)resource_handle;
-  if (num_args < 1 || type_codes[num_args - 1] != (int)kTVMOpaqueHandle) {{
-    TVMAPISetLastErrorf("{name}: the last argument must be the call's UtvmCustomCall (an opaque handle)");
-    return (int)kTvmErrorFunctionCallWrongArgType;
-  }}
-  call = (const UtvmCustomCall*)args[num_args - 1].v_handle;
-  if (call == NULL || call->num_inputs + call->num_outputs != num_args - 1 ||
-      num_args - 1 > UTVM_CUSTOM_OP_MAX_TENSORS) {{
-    TVMAPISetLastErrorf("{name}: %d arguments do not match the call's tensors", num_args);
-    return (int)kTvmErrorFunctionCallNumArguments;
-  }}
-  for (i = 0; i < num_args - 1; ++i) {{
-    const DLTensor* d = (const DLTensor*)args[i].v_handle;
-    if ((type_codes[i] != (int)kTVMDLTensorHandle && type_codes[i] != (int)kTVMNDArrayHandle) || d == NULL) {{
-      TVMAPISetLastErrorf("{name}: argument %d is not a DLTensor", (int)i);
-      return (int)kTvmErrorFunctionCallWrongArgType;
-    }}
-    t[i] = call->tensors[i];
-    t[i].data = (void*)((uint8_t*)d->data + d->byte_offset);
-  }}
-  *out_ret_tcode = (int)kTVMNullptr;
-  return (int){sym}(t, call->num_inputs, t + call->num_inputs, call->num_outputs, call->options,
-                 call->options_size);
-}}
-""")
+            out.append(fill(_PACKED_WRAPPER, NAME=name, SYMBOL=sym, FUNC=w, PARAMS=PACKED_PARAMS))
         names = list(symbols)
         out += [f"static const TVMBackendPackedCFunc {prefix}_custom_funcs[{len(names)}] = {{",
                 ",\n".join(f"  {wrappers[n]}" for n in names), "};",
@@ -250,78 +324,17 @@ static int {w}({PACKED_PARAMS}) {{
             opt = f"{fname}_options"
             out.append(f"static const uint8_t {opt}[{len(options)}] = {{{_bytes_init(options)}}};")
         if not packed:
-            out.append(f"static int32_t {fname}_user{user_sig} {{\n"
-                       f"  return {symbols[name]}(inputs, num_inputs, outputs, num_outputs, {opt}, "
-                       f"{len(options)});\n}}\n")
+            call = f"return {symbols[name]}(inputs, num_inputs, outputs, num_outputs, {opt}, {len(options)});"
+            out.append(block(f"static int32_t {fname}_user{user_sig}", call) + "\n")
             continue
-        out.append(f"""\
-/* '{name}' through the function environment: looked up once, then called with DLTensors. The tensor
- * descriptions are contiguous (outputs follow inputs). */
-static int32_t {fname}_user{user_sig} {{
-  static TVMFunctionHandle fn = NULL;
-  DLTensor d[UTVM_CUSTOM_OP_MAX_TENSORS];
-  TVMValue v[UTVM_CUSTOM_OP_MAX_TENSORS + 1];
-  int c[UTVM_CUSTOM_OP_MAX_TENSORS + 1];
-  TVMValue rv;
-  int rc;
-  int32_t i;
-  UtvmCustomCall call;
-  if (fn == NULL) {{
-    int err = TVMBackendGetFuncFromEnv((void*)&{prefix}_custom_module, "{name}", &fn);
-    if (err != 0) {{
-      return (int32_t)err;
-    }}
-  }}
-  (void)outputs;
-  for (i = 0; i < num_inputs + num_outputs; ++i) {{
-    d[i].data = inputs[i].data;
-    d[i].device.device_type = kDLCPU;
-    d[i].device.device_id = 0;
-    d[i].ndim = inputs[i].ndim;
-    d[i].dtype.code = inputs[i].dtype_code;
-    d[i].dtype.bits = inputs[i].dtype_bits;
-    d[i].dtype.lanes = 1U;
-    d[i].shape = (int64_t*)inputs[i].shape;
-    d[i].strides = NULL;
-    d[i].byte_offset = 0U;
-    v[i].v_handle = &d[i];
-    c[i] = (int)kTVMDLTensorHandle;
-  }}
-  call.num_inputs = num_inputs;
-  call.num_outputs = num_outputs;
-  call.tensors = inputs;
-  call.options = {opt};
-  call.options_size = {len(options)};
-  v[i].v_handle = (void*)&call;
-  c[i] = (int)kTVMOpaqueHandle;
-  return (int32_t)TVMFuncCall(fn, v, c, (int)(i + 1), &rv, &rc);
-}}
-""")
+        out.append(fill(_ENV_CALL, NAME=name, FUNC=fname, SIGNATURE=user_sig, PREFIX=prefix, OPTIONS=opt,
+                        OPTIONS_SIZE=len(options)))
     report = violation_function(prefix)
     doc = ("/* A user operator that returned 0 broke the memory contract (docs/custom_ops.md, \"The memory\n"
            f" * guard\"): it wrote into the {GUARD_BYTES} guard bytes before (where < 0) or after (where > 0) its\n"
            " * output `index`, or into its input `index` (where == 0). */")
     if packed:
-        out.append(f"""\
-{doc}
-static int32_t {report}(const char* name, int32_t index, int32_t where) {{
-  if (where == 0) {{
-    TVMAPISetLastErrorf("'%s' wrote into its input %d", name, (int)index);
-  }} else {{
-    TVMAPISetLastErrorf("'%s' wrote outside its output %d (the %d bytes %s it)", name, (int)index, {GUARD_BYTES},
-                        (where < 0) ? "before" : "after");
-  }}
-  return (int32_t)UTVM_CUSTOM_OP_ERROR_GUARD;
-}}
-""")
+        out.append(fill(_VIOLATION_PACKED, DOC=doc, FUNC=report, GUARD=GUARD_BYTES))
     else:
-        out.append(f"""\
-{doc}
-static int32_t {report}(const char* name, int32_t index, int32_t where) {{
-  (void)name;
-  (void)index;
-  (void)where;
-  return (int32_t)UTVM_CUSTOM_OP_ERROR_GUARD;
-}}
-""")
+        out.append(fill(_VIOLATION, DOC=doc, FUNC=report))
     return "\n".join(out).rstrip() + "\n"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 from utvm.compiler.kernels import C_TYPES, KernelCode, KernelContext, register, strides_of
+from utvm.compiler.kernels.cemit import for_loop, lines
 from utvm.ops.shape import ShapeParams
 
 
@@ -24,18 +25,11 @@ def transpose(ctx: KernelContext) -> KernelCode:
         raise ctx.error(f"no transpose kernel for dtype {p.dtype}")
     x, y = ctx.inputs[0], ctx.outputs[0]
     dims = simplify_transpose(p.input_shapes[0], p.perm)
-    lines = ["int32_t io = 0;", "const int32_t ix0 = 0;"]
-    for d, (extent, stride) in enumerate(dims):
-        ind = "  " * d
-        lines.append(f"{ind}for (int32_t d{d} = 0; d{d} < {extent}; ++d{d}) {{")
-        lines.append(f"{ind}  const int32_t ix{d + 1} = ix{d} + d{d} * {stride};")
-    ind = "  " * len(dims)
-    lines.append(f"{ind}{y}[io] = {x}[ix{len(dims)}];")
-    lines.append(f"{ind}++io;")
+    body = [f"{y}[io] = {x}[ix{len(dims)}];", "++io;"]
     for d in reversed(range(len(dims))):
-        lines.append("  " * d + "}")
-    lines.append("return 0;")
-    return KernelCode(body="\n".join(lines))
+        extent, stride = dims[d]
+        body = [for_loop(f"d{d}", 0, extent, [f"const int32_t ix{d + 1} = ix{d} + d{d} * {stride};", *body])]
+    return KernelCode(body=lines("int32_t io = 0;", "const int32_t ix0 = 0;", body, "return 0;"))
 
 
 def simplify_transpose(shape: tuple[int, ...], perm: tuple[int, ...]) -> list[tuple[int, int]]:
@@ -63,16 +57,12 @@ def concat(ctx: KernelContext) -> KernelCode:
     y = ctx.outputs[0]
     outer = math.prod(p.output_shape[:p.axis])
     row = math.prod(p.output_shape[p.axis:])
-    lines = [f"for (int32_t o = 0; o < {outer}; ++o) {{"]
+    chunks = []
     offset = 0
     for i, shape in enumerate(p.input_shapes):
         chunk = math.prod(shape[p.axis:])
         if chunk == 0:
             continue
-        src = ctx.inputs[i]
-        lines += [f"  for (int32_t e = 0; e < {chunk}; ++e) {{",
-                  f"    {y}[o * {row} + {offset} + e] = {src}[o * {chunk} + e];",
-                  "  }"]
+        chunks.append(for_loop("e", 0, chunk, f"{y}[o * {row} + {offset} + e] = {ctx.inputs[i]}[o * {chunk} + e];"))
         offset += chunk
-    lines += ["}", "return 0;"]
-    return KernelCode(body="\n".join(lines))
+    return KernelCode(body=lines(for_loop("o", 0, outer, chunks), "return 0;"))

@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 
 from utvm.compiler.kernels import C_TYPES, KernelCode, KernelContext, register, strides_of
+from utvm.compiler.kernels.cemit import block, for_loop
 from utvm.ops.movement import MovementParams
 
 
@@ -31,18 +32,13 @@ def affine_copy(dst: str, dst_base: int | str, dst_strides: Sequence[int], src: 
             dims[-1] = [dims[-1][0] * e, ds, ss]
         else:
             dims.append([int(e), int(ds), int(ss)])
-    lines = ["{", f"  const int32_t d0 = {dst_base};", f"  const int32_t s0 = {src_base};"]
-    for k, (e, ds, ss) in enumerate(dims):
-        ind = "  " * (k + 1)
-        lines.append(f"{ind}for (int32_t i{k} = 0; i{k} < {e}; ++i{k}) {{")
-        lines.append(f"{ind}  const int32_t d{k + 1} = d{k} + i{k} * {ds};")
-        lines.append(f"{ind}  const int32_t s{k + 1} = s{k} + i{k} * {ss};")
     n = len(dims)
-    lines.append("  " * (n + 1) + f"{dst}[d{n}] = {src}[s{n}];")
+    body = [f"{dst}[d{n}] = {src}[s{n}];"]
     for k in reversed(range(n)):
-        lines.append("  " * (k + 1) + "}")
-    lines.append("}")
-    return lines
+        e, ds, ss = dims[k]
+        body = [for_loop(f"i{k}", 0, e, [f"const int32_t d{k + 1} = d{k} + i{k} * {ds};",
+                                          f"const int32_t s{k + 1} = s{k} + i{k} * {ss};", *body])]
+    return [block("", [f"const int32_t d0 = {dst_base};", f"const int32_t s0 = {src_base};", *body])]
 
 
 def _ctype(ctx: KernelContext, p: MovementParams) -> str:
@@ -165,17 +161,10 @@ def mirror_pad(ctx: KernelContext) -> KernelCode:
                 j = 2 * n - 2 - j if p.mode == "reflect" else 2 * n - 1 - j
             table.append(j * ist[d])
     tab = ctx.table("int32_t", table, f"{ctx.func_name}_mirror")
-    lines = ["int32_t io = 0;", "const int32_t s0 = 0;"]
-    for d in range(k):
-        ind = "  " * d
-        lines.append(f"{ind}for (int32_t i{d} = 0; i{d} < {out[d]}; ++i{d}) {{")
-        lines.append(f"{ind}  const int32_t s{d + 1} = s{d} + {tab}[{starts[d]} + i{d}];")
-    ind = "  " * k
-    lines += [f"{ind}for (int32_t e = 0; e < {row}; ++e) {{", f"{ind}  {y}[io + e] = {x}[s{k} + e];", f"{ind}}}",
-              f"{ind}io += {row};"]
+    body = [for_loop("e", 0, row, f"{y}[io + e] = {x}[s{k} + e];"), f"io += {row};"]
     for d in reversed(range(k)):
-        lines.append("  " * d + "}")
-    return _body(lines)
+        body = [for_loop(f"i{d}", 0, out[d], [f"const int32_t s{d + 1} = s{d} + {tab}[{starts[d]} + i{d}];", *body])]
+    return _body(["int32_t io = 0;", "const int32_t s0 = 0;", *body])
 
 
 @register("dynamic_update_slice")
@@ -197,8 +186,8 @@ def dynamic_update_slice(ctx: KernelContext) -> KernelCode:
         hi = xd - ud
         if hi == 0:
             continue  # the clamp range is {0}
-        lines += ["{", f"  const int64_t s = (int64_t){ctx.inputs[2]}[{d}];",
-                  f"  base += (int32_t)(s < 0 ? 0 : (s > {hi} ? {hi} : s)) * {ost[d]};", "}"]
+        lines.append(block("", [f"const int64_t s = (int64_t){ctx.inputs[2]}[{d}];",
+                                f"base += (int32_t)(s < 0 ? 0 : (s > {hi} ? {hi} : s)) * {ost[d]};"]))
     lines += affine_copy(y, "base", ost, u, 0, strides_of(ushape), ushape)
     if shape == ushape:  # every start index clamps to 0
         lines = [*_unused(ctx, (2,)), *lines]

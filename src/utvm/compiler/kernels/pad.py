@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 
-from utvm.compiler.kernels import C_TYPES, KernelCode, KernelContext, c_literal, register, strides_of
+from utvm.compiler.kernels import C_TYPES, KernelCode, KernelContext, register, strides_of
+from utvm.compiler.kernels.cemit import block, for_loop, lines
 from utvm.ops.pad import PadParams
 
 
@@ -29,33 +30,20 @@ def pad(ctx: KernelContext) -> KernelCode:
         k -= 1
     if k == 0 or math.prod(in_shape) == 0:  # nothing padded (or nothing to copy): a plain copy / fill
         n = math.prod(in_shape)
-        return KernelCode(body=f"for (int32_t i = 0; i < {n}; ++i) {{\n  {y}[i] = {x}[i];\n}}\nreturn 0;"
-                          if k == 0 else _fill(y, t, total, p) + "\nreturn 0;")
-    block = math.prod(in_shape[k:])  # contiguous elements per index of axis k - 1
-    row = in_shape[k - 1] * block
+        return KernelCode(body=lines(for_loop("i", 0, n, f"{y}[i] = {x}[i];") if k == 0 else _fill(ctx, y, t, total, p),
+                                     "return 0;"))
+    run = math.prod(in_shape[k:])  # contiguous elements per index of axis k - 1
+    row = in_shape[k - 1] * run
     out_strides = strides_of(out_shape)
-    lines = [_fill(y, t, total, p)]
     # Loops over the input's axes 0 .. k-2, tracking the output offset of each row.
-    base0 = p.pads[k - 1][0] * block + sum(p.pads[d][0] * out_strides[d] for d in range(k - 1))
-    lines.append("int32_t src = 0;")
-    lines.append(f"const int32_t dst0 = {base0};")
-    depth = 0
-    for d in range(k - 1):
-        ind = "  " * depth
-        lines.append(f"{ind}for (int32_t i{d} = 0; i{d} < {in_shape[d]}; ++i{d}) {{")
-        lines.append(f"{ind}  const int32_t dst{d + 1} = dst{d} + i{d} * {out_strides[d]};")
-        depth += 1
-    ind = "  " * depth
-    lines.append(f"{ind}for (int32_t e = 0; e < {row}; ++e) {{")
-    lines.append(f"{ind}  {y}[dst{k - 1} + e] = {x}[src + e];")
-    lines.append(f"{ind}}}")
-    lines.append(f"{ind}src += {row};")
+    base0 = p.pads[k - 1][0] * run + sum(p.pads[d][0] * out_strides[d] for d in range(k - 1))
+    body = [for_loop("e", 0, row, f"{y}[dst{k - 1} + e] = {x}[src + e];"), f"src += {row};"]
     for d in reversed(range(k - 1)):
-        lines.append("  " * d + "}")
-    lines.append("return 0;")
-    return KernelCode(body="\n".join(lines))
+        body = [block(f"for (int32_t i{d} = 0; i{d} < {in_shape[d]}; ++i{d})",
+                      [f"const int32_t dst{d + 1} = dst{d} + i{d} * {out_strides[d]};", *body])]
+    return KernelCode(body=lines(_fill(ctx, y, t, total, p), "int32_t src = 0;", f"const int32_t dst0 = {base0};",
+                                 body, "return 0;"))
 
 
-def _fill(y: str, t: str, total: int, p: PadParams) -> str:
-    value = c_literal(p.value, p.dtype)
-    return f"for (int32_t i = 0; i < {total}; ++i) {{\n  {y}[i] = ({t}){value};\n}}"
+def _fill(ctx: KernelContext, y: str, t: str, total: int, p: PadParams) -> str:
+    return for_loop("i", 0, total, f"{y}[i] = ({t}){ctx.literal(p.value, p.dtype)};")

@@ -14,72 +14,145 @@ every window that lies fully inside (a loop split), by the run-time count only a
 multiplies by 1/count. int16 (direct kernel only) is int8's code in the int16 range: max starts from
 -32768, the average's int32 sum holds |s| <= 32768 * taps.
 
-global_avg_pool2d is the mean over H and W (utvm.compiler.kernels.reduce).
+global_avg_pool2d is the mean over H and W (utvm.compiler.kernels.reduction).
 
-int8 has a space (`algo`): "direct" is the kernel above; "cblock" keeps the loop order but carries
-`pool_cb` channels of a pixel through the taps at once (the NHWC input holds them side by side). On DSP
-targets a word of 4 channels is one load: max is SSUB8 + SEL per tap (an exact per-byte signed max: SSUB8
-sets GE[i] when x[i] - m[i] >= 0, SEL takes x[i] there), the activation clamp is two more SSUB8 + SEL
-against the replicated bounds; average adds the bytes with SXTAB16 into two int16 lanes per word (channels
-0, 2 and 1, 3). A lane holds the exact sum of at most 256 int8 values (|s| <= 128 * 256 = 32768 only for
-s = -32768 = 256 * -128, which int16 still holds); windows of more taps flush the lanes into int32 sums
-after every window row (a row has at most 256 taps, else cblock is not offered). The division is the
-direct kernel's, per channel. Portable targets: `pool_cb` int32 locals, one load per tap and channel.
-global_avg_pool2d (int8): the same sums over the whole plane, then mean's requantization
-(utvm.compiler.kernels.reduce: sum - zp * count, requantized once; _gemm.Requant's exact forms).
+int8 has a conditional space (`algo`): "direct" is the kernel above (no knobs); "cblock" keeps the loop
+order but carries `c_block` channels of a pixel through the taps at once (the NHWC input holds them side by
+side), a window row's taps written out with constant offsets (`tap_unroll`, where no window clips in x) or
+looped. With a 16-bit SIMD vocabulary (`ctx.isa.simd16`) a word of 4 channels is one load: max is SSUB8 +
+SEL per tap (an exact per-byte signed max: SSUB8 sets GE[i] when x[i] - m[i] >= 0, SEL takes x[i] there),
+the activation clamp is two more SSUB8 + SEL against the replicated bounds; average adds the bytes with
+SXTAB16 into two int16 lanes per word (channels 0, 2 and 1, 3). A lane holds the exact sum of at most 256
+int8 values (|s| <= 128 * 256 = 32768 only for s = -32768 = 256 * -128, which int16 still holds); windows
+of more taps flush the lanes into int32 sums after every window row (a row has at most 256 taps, else
+cblock is not offered). The division is the direct kernel's, per channel. Other vocabularies: `c_block`
+int32 locals, one load per tap and channel. global_avg_pool2d (int8): the same sums over the whole plane,
+then mean's requantization (sum - zp * count, requantized once; `requant`: requant.Requant's "c" or "fast";
+the pools offer no "dbl", and max/avg pools have no requantization: only "c").
+
+Knob names before issue 20 (`LEGACY`; old tuning logs still apply): pool_cb -> c_block; `tap_unroll` is new
+(its default is the code before it: written out for rows of up to UNROLL_TAPS taps).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from utvm.compiler.kernels import KernelCode, KernelContext, c_literal, offset_term, register
-from utvm.compiler.kernels._gemm import Requant
 from utvm.compiler.kernels._window import Axis, origin_stmt, pos, tap_range
-from utvm.compiler.kernels.reduce import mean_kernel
-from utvm.compiler.schedule import EMPTY_SPACE, Knob, Schedule, Space
+from utvm.compiler.kernels.cemit import block, for_loop, lines
+from utvm.compiler.kernels.reduction import mean_kernel
+from utvm.compiler.kernels.requant import Requant, form_reason
+from utvm.compiler.schedule import EMPTY_SPACE, Knob, Schedule, Space, requant_knob
 from utvm.ops.pool import Pool2DParams
-from utvm.ops.reduce import MeanParams
+from utvm.ops.reduction import MeanParams
 
 FLT_LOWEST = -3.4028234663852886e38
 
-
 #: taps an int16 lane may sum exactly (256 * -128 = -32768)
 LANE_TAPS = 256
+#: window rows of up to this many taps are written out by default (`tap_unroll`)
+UNROLL_TAPS = 8
+
+ALGO = Knob("algo", ("direct", "cblock"), "per channel, or channels side by side through the taps")
+C_BLOCK = Knob("c_block", (4, 8), "channels carried at once (SIMD: words of 4)")
+TAP_UNROLL = Knob("tap_unroll", (False, True), "a window row's taps written out with constant offsets")
+#: the requantization forms the pools offer (global_avg_pool2d only; max/avg pools: "c")
+FORMS = ("c", "fast")
+#: knob names of tuning logs written before issue 20 -> their names now
+LEGACY = {"pool_cb": "c_block"}
+
+
+# --- the window, prepared once ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Window:
+    """An int8 pool (or global average) as the cblock kernel sees it."""
+
+    n: int
+    h: int
+    w: int
+    c: int
+    oh: int
+    ow: int
+    kh: int
+    kw: int
+    dh: int
+    dw: int
+    ay: Axis
+    ax: Axis
+    is_max: bool
+    #: avg_pool2d with count_include_pad
+    incl: bool
+    #: global_avg_pool2d (MeanParams: the sums requantized)
+    glob: bool
+    act_min: int
+    act_max: int
+
+    @staticmethod
+    def of(p: Pool2DParams | MeanParams) -> Window:
+        n, h, w, c = p.input_shape
+        if isinstance(p, MeanParams):
+            return Window(n, h, w, c, 1, 1, h, w, 1, 1, Axis(1, 0, h, h, 1, 1, 0), Axis(1, 0, w, w, 1, 1, 0),
+                          False, False, True, -128, 127)
+        _, oh, ow, _ = p.output_shape
+        (kh, kw), (dh, dw) = p.pool, p.dilation
+        return Window(n, h, w, c, oh, ow, kh, kw, dh, dw, Axis(oh, 0, h, kh, p.strides[0], dh, p.padding[0]),
+                      Axis(ow, 0, w, kw, p.strides[1], dw, p.padding[1]), p.op == "max_pool2d",
+                      p.op == "avg_pool2d" and p.count_include_pad, False, int(p.act_min), int(p.act_max))
+
+    @property
+    def flush(self) -> bool:
+        """int16 lanes flushed into the int32 sums after every window row (more taps than a lane sums)."""
+        return self.kh * self.kw > LANE_TAPS
+
+    @property
+    def tap_unroll_default(self) -> bool:
+        return not self.ax.clips and self.kw <= UNROLL_TAPS
+
+
+def _requant_reason(ctx: KernelContext, p: Pool2DParams | MeanParams, form: str) -> str | None:
+    if form == "c":
+        return None
+    if not isinstance(p, MeanParams):
+        return "max/avg pools have no requantization"
+    if form not in FORMS:
+        return "not offered by the pools"
+    return form_reason(form, p.rounding, [p.multiplier], [p.shift], ctx.target)
 
 
 def pool_space(ctx: KernelContext) -> Space:
-    """int8 pools: `algo` direct or cblock (channels side by side through the taps), `pool_cb` channels at
-    a time, `requant` (global_avg_pool2d's mean requantization)."""
+    """int8 pools: `algo` direct or cblock (channels side by side through the taps) with `c_block` channels
+    at a time, `requant` (global_avg_pool2d's mean requantization) and `tap_unroll`."""
     p = ctx.params()
     if p.dtype != "int8":
         return EMPTY_SPACE
-    if isinstance(p, Pool2DParams):
-        row_taps, fast = p.pool[1], "no requantization"
-    else:
-        row_taps = p.input_shape[2]
-        fast = Requant.fast_reason(p.rounding, [p.multiplier], [p.shift], ctx.target)
-    lanes_ok = row_taps <= LANE_TAPS or (isinstance(p, Pool2DParams) and p.op == "max_pool2d")
-    c = p.input_shape[3]
-    off = {"algo": "direct", "pool_cb": 4, "requant": "c"}
-    default = off
-    if ctx.target.is_cortex_m and lanes_ok and c >= 4:
-        default = {"algo": "cblock", "pool_cb": 8 if c >= 8 and c % 8 == 0 else 4,
-                   "requant": "fast" if fast is None else "c"}
+    win = Window.of(p)
+    row_taps = win.w if win.glob else win.kw
+    lanes_ok = row_taps <= LANE_TAPS or win.is_max
+    direct_point: Schedule = {"algo": "direct"}
+    default = direct_point
+    if ctx.target.is_cortex_m and lanes_ok and win.c >= 4:
+        default = {"algo": "cblock", "c_block": 8 if win.c >= 8 and win.c % 8 == 0 else 4,
+                   "requant": "fast" if _requant_reason(ctx, p, "fast") is None else "c",
+                   "tap_unroll": win.tap_unroll_default}
 
     def legal(pt: Schedule) -> str | None:
         if pt["algo"] == "direct":
-            return None if pt == off else "the direct kernel has no cblock knobs"
+            return None
         if not lanes_ok:
             return f"a window row of {row_taps} taps exceeds the {LANE_TAPS} an int16 lane sums exactly"
-        if pt["pool_cb"] > max(c, 4):
-            return f"pool_cb {pt['pool_cb']} > the {c} channels"
-        if pt["requant"] == "fast" and fast is not None:
-            return f"requant fast: {fast}"
-        return None
+        if pt["c_block"] > max(win.c, 4):
+            return f"c_block {pt['c_block']} > the {win.c} channels"
+        if pt["tap_unroll"] and win.ax.clips:
+            return "tap_unroll: windows clipped in x have no constant taps"
+        reason = _requant_reason(ctx, p, pt["requant"])
+        return f"requant {pt['requant']}: {reason}" if reason else None
 
-    return Space((Knob("algo", ("direct", "cblock"), "per channel, or channels side by side through the taps"),
-                  Knob("pool_cb", (4, 8), "channels carried at once (DSP: words of 4)"),
-                  Knob("requant", ("c", "fast"), "global average: the shared helper or the gemm's fast form")),
-                 default, legal)
+    return Space.conditional(ALGO, {"direct": (), "cblock": (C_BLOCK, requant_knob(), TAP_UNROLL)},
+                             default=default, legal=legal, legacy=LEGACY,
+                             added={"tap_unroll": win.tap_unroll_default})
 
 
 @register("global_avg_pool2d", space=pool_space)
@@ -111,17 +184,16 @@ def pool2d(ctx: KernelContext) -> KernelCode:
     if p.op == "avg_pool2d" and p.count_include_pad:
         ranges.append(tap_range("py_lo", "py_hi", "iy0", ay, -top, h + bottom))
         ranges_x.append(tap_range("px_lo", "px_hi", "ix0", ax, -left, w + right))
-    taps = f"""\
-for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {{
-  const {t}* const xrow = xb + ({pos("iy0", "ky", p.dilation[0])}) * {w * c} + ch;
-  for (int32_t kx = kx_lo; kx < kx_hi; ++kx) {{
-    @TAP@
-  }}
-}}"""
+
+    def taps(tap: str) -> str:
+        """The window's in-bounds taps around `tap` (which reads the tap as tap_x)."""
+        return block("for (int32_t ky = ky_lo; ky < ky_hi; ++ky)",
+                     [f"const {t}* const xrow = xb + ({pos('iy0', 'ky', p.dilation[0])}) * {w * c} + ch;",
+                      block("for (int32_t kx = kx_lo; kx < kx_hi; ++kx)", tap)])
+
     tap_x = f"xrow[({pos('ix0', 'kx', p.dilation[1])}) * {c}]"
     if p.op == "max_pool2d":
-        per_channel = _max_channel(ctx, p, t, taps, tap_x)
-        pixel = f"for (int32_t ch = 0; ch < {c}; ++ch) {{\n{_indent(per_channel, 1)}\n}}"
+        pixel = for_loop("ch", 0, c, _max_channel(ctx, p, t, taps, tap_x))
     elif p.dtype in ("int8", "int16"):
         pixel = _avg_int8_pixel(ctx, p, taps, tap_x, ay, ax)
     else:
@@ -130,31 +202,15 @@ for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {{
     if p.op == "avg_pool2d" and p.dtype in ("int8", "int16"):
         bound = 128 if p.dtype == "int8" else 32768
         note = (f"/* The int32 window sum cannot overflow: |s| <= {bound} * {kh * kw} taps"
-                f"{' + |zero point| * taps' if p.count_include_pad else ''}. */\n")
-    body = note + f"""\
-for (int32_t b = 0; b < {n}; ++b) {{
-  const {t}* const xb = {x} + b * {h * w * c};
-  for (int32_t oy = 0; oy < {oh}; ++oy) {{
-    {origin_stmt("iy0", "oy", ay)}
-{_indent(chr(10).join(ranges), 2)}
-    for (int32_t ox = 0; ox < {ow}; ++ox) {{
-      {origin_stmt("ix0", "ox", ax)}
-{_indent(chr(10).join(ranges_x), 3)}
-      {t}* const yp = {y} + ((b * {oh} + oy) * {ow} + ox) * {c};
-{_indent(pixel, 3)}
-    }}
-  }}
-}}
-return 0;"""
-    return KernelCode(body=body)
+                f"{' + |zero point| * taps' if p.count_include_pad else ''}. */")
+    out_px = [origin_stmt("ix0", "ox", ax), *ranges_x, f"{t}* const yp = {y} + ((b * {oh} + oy) * {ow} + ox) * {c};",
+              pixel]
+    rows = [origin_stmt("iy0", "oy", ay), *ranges, for_loop("ox", 0, ow, out_px)]
+    body = for_loop("b", 0, n, [f"const {t}* const xb = {x} + b * {h * w * c};", for_loop("oy", 0, oh, rows)])
+    return KernelCode(body=lines(note, body, "return 0;"))
 
 
-def _indent(text: str, levels: int) -> str:
-    pad = "  " * levels
-    return "\n".join(pad + ln if ln else ln for ln in text.splitlines())
-
-
-def _max_channel(ctx: KernelContext, p: Pool2DParams, t: str, taps: str, tap_x: str) -> str:
+def _max_channel(ctx: KernelContext, p: Pool2DParams, t: str, taps: Callable[[str], str], tap_x: str) -> str:
     if p.dtype in ("int8", "int16"):
         init, lo, hi = ("-128" if p.dtype == "int8" else "-32768"), str(int(p.act_min)), str(int(p.act_max))
         clamp = ctx.helper("clamp_i32")
@@ -164,56 +220,49 @@ def _max_channel(ctx: KernelContext, p: Pool2DParams, t: str, taps: str, tap_x: 
         clamp = ctx.helper("clamp_f32")
         store = (f"yp[ch] = {clamp}(m, {c_literal(p.act_min, 'float32')}, "
                  f"{c_literal(p.act_max, 'float32')});")
-    tap = f"const {t} v = {tap_x};\n    if (v > m) {{\n      m = v;\n    }}"
-    return f"{t} m = {init};\n{taps.replace('@TAP@', tap)}\n{store}"
+    tap = lines(f"const {t} v = {tap_x};", block("if (v > m)", "m = v;"))
+    return lines(f"{t} m = {init};", taps(tap), store)
 
 
-def _avg_int8_pixel(ctx: KernelContext, p: Pool2DParams, taps: str, tap_x: str, ay: Axis, ax: Axis) -> str:
+def _avg_int8_pixel(ctx: KernelContext, p: Pool2DParams, taps: Callable[[str], str], tap_x: str, ay: Axis,
+                    ax: Axis) -> str:
     clamp = ctx.helper("clamp_i32")
     lo, hi = int(p.act_min), int(p.act_max)
     full = p.pool[0] * p.pool[1]
     inside = "(ky_hi - ky_lo) * (kx_hi - kx_lo)"
-    lines = []
+    out = []
     init = "0"
     if p.count_include_pad:
-        lines.append("const int32_t count = (py_hi - py_lo) * (px_hi - px_lo);")
+        out.append("const int32_t count = (py_hi - py_lo) * (px_hi - px_lo);")
         if p.zero_point:  # padded taps hold the zero point
             init = f"(count - {inside}) * {p.zero_point}"
     else:
-        lines.append(f"const int32_t count = {inside};")
+        out.append(f"const int32_t count = {inside};")
 
     def channel_loop(divisor: str) -> str:
-        return f"""\
-for (int32_t ch = 0; ch < {p.input_shape[3]}; ++ch) {{
-  int32_t s = {init};
-{_indent(taps.replace('@TAP@', f's += (int32_t){tap_x};'), 1)}
-  s = s > 0 ? (s + {divisor} / 2) / {divisor} : (s - {divisor} / 2) / {divisor};
-  yp[ch] = ({"int8_t" if p.dtype == "int8" else "int16_t"}){clamp}(s, {lo}, {hi});
-}}"""
+        return for_loop("ch", 0, p.input_shape[3], [
+            f"int32_t s = {init};", taps(f"s += (int32_t){tap_x};"),
+            f"s = s > 0 ? (s + {divisor} / 2) / {divisor} : (s - {divisor} / 2) / {divisor};",
+            f"yp[ch] = ({'int8_t' if p.dtype == 'int8' else 'int16_t'}){clamp}(s, {lo}, {hi});"])
 
     if not (ay.clips or ax.clips or p.count_include_pad):
         return channel_loop(str(full))  # every window lies inside: one constant divisor
     # Windows fully inside divide by the constant window size; border windows by their count (at least 1).
-    lines.append("const int32_t n = count > 0 ? count : 1;")
-    lines.append(f"if (n == {full}) {{\n{_indent(channel_loop(str(full)), 1)}\n}} else {{\n"
-                 f"{_indent(channel_loop('n'), 1)}\n}}")
-    return "\n".join(lines)
+    out.append("const int32_t n = count > 0 ? count : 1;")
+    out.append(f"{block(f'if (n == {full})', channel_loop(str(full)))} else {block('', channel_loop('n'))}")
+    return lines(out)
 
 
-def _avg_f32_pixel(ctx: KernelContext, p: Pool2DParams, taps: str, tap_x: str) -> str:
+def _avg_f32_pixel(ctx: KernelContext, p: Pool2DParams, taps: Callable[[str], str], tap_x: str) -> str:
     clamp = ctx.helper("clamp_f32")
     lo, hi = c_literal(p.act_min, "float32"), c_literal(p.act_max, "float32")
     if p.count_include_pad:
         count = "(py_hi - py_lo) * (px_hi - px_lo)"
     else:
         count = "(ky_hi - ky_lo) * (kx_hi - kx_lo)"
-    return f"""\
-const float inv = 1.0f / (float)({count});
-for (int32_t ch = 0; ch < {p.input_shape[3]}; ++ch) {{
-  float s = 0.0f;
-{_indent(taps.replace('@TAP@', f's += {tap_x};'), 1)}
-  yp[ch] = {clamp}(s * inv, {lo}, {hi});
-}}"""
+    return lines(f"const float inv = 1.0f / (float)({count});",
+                 for_loop("ch", 0, p.input_shape[3], ["float s = 0.0f;", taps(f"s += {tap_x};"),
+                                                      f"yp[ch] = {clamp}(s * inv, {lo}, {hi});"]))
 
 
 # --- cblock: channels side by side ----------------------------------------------------------------------------
@@ -225,115 +274,104 @@ def _rep(v: int) -> str:
 
 def _lanes(k: int, op: str) -> str:
     """C: the int32 sums t<4k>.. of word k's lanes (s<k>a: channels 0 and 2, s<k>b: 1 and 3), `op` = or +=."""
-    return "\n".join(f"t{4 * k + j} {op} (int16_t)({lane}{shift});" for j, lane, shift in
-                     ((0, f"s{k}a", ""), (2, f"s{k}a", " >> 16"), (1, f"s{k}b", ""), (3, f"s{k}b", " >> 16")))
+    return lines(f"t{4 * k + j} {op} (int16_t)({lane}{shift});" for j, lane, shift in
+                 ((0, f"s{k}a", ""), (2, f"s{k}a", " >> 16"), (1, f"s{k}b", ""), (3, f"s{k}b", " >> 16")))
 
 
 def _cblock(ctx: KernelContext, p: Pool2DParams | MeanParams, s: Schedule) -> KernelCode:
-    dsp = ctx.target.dsp
-    glob = isinstance(p, MeanParams)
-    n, h, w, c = p.input_shape
-    if isinstance(p, MeanParams):
-        is_max, incl = False, False
-        oh = ow = 1
-        kh, kw, dh, dw = h, w, 1, 1
-        ay, ax = Axis(1, 0, h, h, 1, 1, 0), Axis(1, 0, w, w, 1, 1, 0)
-        lo, hi = -128, 127
-    else:
-        is_max, incl = p.op == "max_pool2d", p.op == "avg_pool2d" and p.count_include_pad
-        _, oh, ow, _ = p.output_shape
-        (kh, kw), (dh, dw) = p.pool, p.dilation
-        ay = Axis(oh, 0, h, kh, p.strides[0], dh, p.padding[0])
-        ax = Axis(ow, 0, w, kw, p.strides[1], dw, p.padding[1])
-        lo, hi = int(p.act_min), int(p.act_max)
+    v = ctx.isa
+    simd = v.simd16
+    win = Window.of(p)
+    n, h, w, c = win.n, win.h, win.w, win.c
+    oh, ow, kh, kw, dh, dw, ay, ax = win.oh, win.ow, win.kh, win.kw, win.dh, win.dw, win.ay, win.ax
+    is_max, incl, lo, hi = win.is_max, win.incl, win.act_min, win.act_max
     x, y = ctx.inputs[0], ctx.outputs[0]
     ctx.helper("string")
-    if dsp:
-        ctx.require_dsp()
-        ctx.helper("dsp_ror8")
+    if simd:
+        v.use_simd()
+        ctx.helper("dsp_ror8")  # SXTAB16 ror 8
     ranges = [tap_range("ky_lo", "ky_hi", "iy0", ay), tap_range("kx_lo", "kx_hi", "ix0", ax)]
-    if incl:
+    if isinstance(p, Pool2DParams) and incl:
         top, left, bottom, right = p.padding
         ranges += [tap_range("py_lo", "py_hi", "iy0", ay, -top, h + bottom),
                    tap_range("px_lo", "px_hi", "ix0", ax, -left, w + right)]
     ranges.append("(void)kx_lo;\n(void)kx_hi;")
-    flush = kh * kw > LANE_TAPS  # int16 lanes flushed into the int32 sums after every window row
+    flush = win.flush
     rq = Requant(ctx, s["requant"], p.rounding, [p.multiplier], [p.shift]) if isinstance(p, MeanParams) else None
-    written_out = not ax.clips and kw <= 8  # a window row with constant offsets
+    written_out = s["tap_unroll"]  # a window row with constant offsets
 
     def finish(t: str, dst: str) -> str:
         """C: channel sum `t` -> the int8 output at `dst` (average or mean)."""
         if isinstance(p, MeanParams):
             assert rq is not None
-            return (f"{{\n  int32_t v = {t}{offset_term(-p.input_zero_point * p.count)};\n"
-                    f"{_indent(rq.stmt('v', '0'), 1)}\n  v = v{offset_term(p.output_zero_point)};\n"
-                    f"  {dst} = (int8_t)(v < -128 ? -128 : (v > 127 ? 127 : v));\n}}")
+            return block("", [f"int32_t v = {t}{offset_term(-p.input_zero_point * p.count)};", rq.stmt("v", "0"),
+                              f"v = v{offset_term(p.output_zero_point)};",
+                              f"{dst} = (int8_t)(v < -128 ? -128 : (v > 127 ? 127 : v));"])
         init = " + init" if incl and p.zero_point else ""
-        return (f"{{\n  const int32_t v = {t}{init};\n"
-                f"  const int32_t q = v > 0 ? (v + n / 2) / n : (v - n / 2) / n;\n"
-                f"  {dst} = (int8_t)(q < {lo} ? {lo} : (q > {hi} ? {hi} : q));\n}}")
+        return block("", [f"const int32_t v = {t}{init};",
+                          "const int32_t q = v > 0 ? (v + n / 2) / n : (v - n / 2) / n;",
+                          f"{dst} = (int8_t)(q < {lo} ? {lo} : (q > {hi} ? {hi} : q));"])
 
     def group(width: int, simd: bool) -> str:
-        """C for channels ch .. ch + width - 1 of the pixel; simd: words of 4 channels (DSP)."""
+        """C for channels ch .. ch + width - 1 of the pixel; simd: words of 4 channels."""
         words = width // 4
-        lines: list[str] = []
+        out: list[str] = []
         if simd and is_max:
-            lines += [f"uint32_t m{k} = 0x80808080u;" for k in range(words)]
+            out += [f"uint32_t m{k} = 0x80808080u;" for k in range(words)]
             tap = [ln for k in range(words) for ln in (f"uint32_t v{k};", f"memcpy(&v{k}, xp + {4 * k}, 4);",
-                                                       f"(void)__ssub8(v{k}, m{k});", f"m{k} = __sel(v{k}, m{k});")]
+                                                       f"(void){v.ssub8(f'v{k}', f'm{k}')};",
+                                                       f"m{k} = {v.sel(f'v{k}', f'm{k}')};")]
         elif simd:
-            lines += [f"uint32_t s{k}a = 0u;\nuint32_t s{k}b = 0u;" for k in range(words)]
-            lines += [f"int32_t t{j}{' = 0' if flush else ''};" for j in range(width)]
+            out += [f"uint32_t s{k}a = 0u;\nuint32_t s{k}b = 0u;" for k in range(words)]
+            out += [f"int32_t t{j}{' = 0' if flush else ''};" for j in range(width)]
             tap = [ln for k in range(words) for ln in (f"uint32_t v{k};", f"memcpy(&v{k}, xp + {4 * k}, 4);",
-                                                       f"s{k}a = __sxtab16(s{k}a, v{k});",
-                                                       f"s{k}b = tvm_sxtab16_ror8(s{k}b, v{k});")]
+                                                       f"s{k}a = {v.sxtab16(f's{k}a', f'v{k}')};",
+                                                       f"s{k}b = {v.sxtab16_odd(f's{k}b', f'v{k}')};")]
         elif is_max:
-            lines += [f"int32_t m{j} = -128;" for j in range(width)]
+            out += [f"int32_t m{j} = -128;" for j in range(width)]
             tap = [f"m{j} = xp[{j}] > m{j} ? xp[{j}] : m{j};" for j in range(width)]
         else:
-            lines += [f"int32_t t{j} = 0;" for j in range(width)]
+            out += [f"int32_t t{j} = 0;" for j in range(width)]
             tap = [f"t{j} += xp[{j}];" for j in range(width)]
-        tap_c = "\n".join(tap)
         if written_out:
-            row = "\n".join(f"{{\n  const int8_t* const xp = xrow + {kx * dw * c};\n{_indent(tap_c, 1)}\n}}"
-                            for kx in range(kw))
+            row = lines(block("", [f"const int8_t* const xp = xrow + {kx * dw * c};", *tap]) for kx in range(kw))
         else:
-            row = (f"for (int32_t kx = kx_lo; kx < kx_hi; ++kx) {{\n"
-                   f"  const int8_t* const xp = xrow + kx * {dw * c};\n{_indent(tap_c, 1)}\n}}")
+            row = block("for (int32_t kx = kx_lo; kx < kx_hi; ++kx)",
+                        [f"const int8_t* const xp = xrow + kx * {dw * c};", *tap])
         if flush and simd and not is_max:
-            row += "\n" + "\n".join(_lanes(k, "+=") + f"\ns{k}a = 0u;\ns{k}b = 0u;" for k in range(words))
-        lines.append(f"for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {{\n"
-                     f"  const int8_t* const xrow = xb + ({pos('iy0', 'ky', dh)}) * {w * c} + ix0 * {c} + ch;\n"
-                     f"{_indent(row, 1)}\n}}")
+            row = lines(row, *(lines(_lanes(k, "+="), f"s{k}a = 0u;", f"s{k}b = 0u;") for k in range(words)))
+        out.append(block("for (int32_t ky = ky_lo; ky < ky_hi; ++ky)",
+                         [f"const int8_t* const xrow = xb + ({pos('iy0', 'ky', dh)}) * {w * c} + ix0 * {c} + ch;",
+                          row]))
         if simd and is_max:
             for k in range(words):
                 if lo > -128:
-                    lines += [f"(void)__ssub8(m{k}, {_rep(lo)});", f"m{k} = __sel(m{k}, {_rep(lo)});"]
+                    out += [f"(void){v.ssub8(f'm{k}', _rep(lo))};", f"m{k} = {v.sel(f'm{k}', _rep(lo))};"]
                 if hi < 127:
-                    lines += [f"(void)__ssub8(m{k}, {_rep(hi)});", f"m{k} = __sel({_rep(hi)}, m{k});"]
-                lines.append(f"memcpy(yp + ch + {4 * k}, &m{k}, 4);")
+                    out += [f"(void){v.ssub8(f'm{k}', _rep(hi))};", f"m{k} = {v.sel(_rep(hi), f'm{k}')};"]
+                out.append(f"memcpy(yp + ch + {4 * k}, &m{k}, 4);")
         elif is_max:
-            lines += [f"yp[ch + {j}] = (int8_t)(m{j} < {lo} ? {lo} : (m{j} > {hi} ? {hi} : m{j}));"
-                      for j in range(width)]
+            out += [f"yp[ch + {j}] = (int8_t)(m{j} < {lo} ? {lo} : (m{j} > {hi} ? {hi} : m{j}));"
+                    for j in range(width)]
         else:
             if simd and not flush:
-                lines += [_lanes(k, "=") for k in range(words)]
-            lines += [finish(f"t{j}", f"yp[ch + {j}]") for j in range(width)]
-        return "\n".join(lines)
+                out += [_lanes(k, "=") for k in range(words)]
+            out += [finish(f"t{j}", f"yp[ch + {j}]") for j in range(width)]
+        return lines(out)
 
-    cb = s["pool_cb"]
+    cb = s["c_block"]
     main = c // cb * cb
     parts = []
     if main:
-        parts.append(f"for (int32_t ch = 0; ch < {main}; ch += {cb}) {{\n{_indent(group(cb, dsp), 1)}\n}}")
+        parts.append(block(f"for (int32_t ch = 0; ch < {main}; ch += {cb})", group(cb, simd)))
     rest = c - main
-    words = rest // 4 * 4 if dsp else 0
+    words = rest // 4 * 4 if simd else 0
     if words:
-        parts.append(f"{{\n  const int32_t ch = {main};\n{_indent(group(words, True), 1)}\n}}")
+        parts.append(block("", [f"const int32_t ch = {main};", group(words, True)]))
     if rest - words:
-        parts.append(f"{{\n  const int32_t ch = {main + words};\n{_indent(group(rest - words, False), 1)}\n}}")
+        parts.append(block("", [f"const int32_t ch = {main + words};", group(rest - words, False)]))
     pixel = []
-    if not is_max and not glob:
+    if not is_max and not win.glob:
         full = kh * kw
         if incl:
             pixel += ["const int32_t count = (py_hi - py_lo) * (px_hi - px_lo);",
@@ -345,25 +383,15 @@ def _cblock(ctx: KernelContext, p: Pool2DParams | MeanParams, s: Schedule) -> Ke
             pixel.append(f"const int32_t count = {full};")
         pixel.append("const int32_t n = count > 0 ? count : 1;")
     pixel += parts
-    head = ""
+    head = []
     if not is_max:
-        head = (f"/* Sums of at most {kh * kw} int8 taps: |s| <= {128 * kh * kw}"
-                f"{' plus |zero point| * taps' if incl else ''}, no int32 overflow"
-                f"{'; the int16 lanes are flushed after every window row' if flush else ''}. */\n")
-        if rq is not None and rq.setup:
-            head += rq.setup
-    body = head + f"""\
-for (int32_t b = 0; b < {n}; ++b) {{
-  const int8_t* const xb = {x} + b * {h * w * c};
-  for (int32_t oy = 0; oy < {oh}; ++oy) {{
-    {origin_stmt("iy0", "oy", ay)}
-    for (int32_t ox = 0; ox < {ow}; ++ox) {{
-      {origin_stmt("ix0", "ox", ax)}
-{_indent(chr(10).join(ranges), 3)}
-      int8_t* const yp = {y} + ((b * {oh} + oy) * {ow} + ox) * {c};
-{_indent(chr(10).join(pixel), 3)}
-    }}
-  }}
-}}
-return 0;"""
-    return KernelCode(body=body)
+        head.append(f"/* Sums of at most {kh * kw} int8 taps: |s| <= {128 * kh * kw}"
+                    f"{' plus |zero point| * taps' if incl else ''}, no int32 overflow"
+                    f"{'; the int16 lanes are flushed after every window row' if flush else ''}. */")
+        if rq is not None:
+            head.append(rq.setup.rstrip("\n"))
+    out_px = [origin_stmt("ix0", "ox", ax), *ranges, f"int8_t* const yp = {y} + ((b * {oh} + oy) * {ow} + ox) * {c};",
+              *pixel]
+    body = for_loop("b", 0, n, [f"const int8_t* const xb = {x} + b * {h * w * c};",
+                                for_loop("oy", 0, oh, [origin_stmt("iy0", "oy", ay), for_loop("ox", 0, ow, out_px)])])
+    return KernelCode(body=lines(head, body, "return 0;"))

@@ -23,7 +23,8 @@ import math
 
 import numpy as np
 
-from utvm.compiler.kernels import C_TYPES, KernelCode, KernelContext, c_literal, offset_term, register
+from utvm.compiler.kernels import C_TYPES, KernelCode, KernelContext, offset_term, register
+from utvm.compiler.kernels.cemit import for_loop, lines
 from utvm.ops import quantize as qop
 from utvm.ops.quantize import QuantizeParams
 
@@ -59,23 +60,19 @@ def quantize(ctx: KernelContext) -> KernelCode:
         if p.input_dtype == "int16":
             if p.axis is not None:
                 raise ctx.error("per-channel int16 dequantize has no kernel (constant folding computes it)")
-            body = (f"for (int32_t i = 0; i < {size}; ++i) {{\n"
-                    f"  {y}[i] = (float)({float(p.input_scale)!r} * (double)((int32_t){x}[i]"
-                    f"{offset_term(-p.input_zero_point)}));\n}}\nreturn 0;")
-            return KernelCode(body=body)
+            return KernelCode(body=_per_element(size, f"{y}[i] = (float)({float(p.input_scale)!r} * "
+                                                      f"(double)((int32_t){x}[i]{offset_term(-p.input_zero_point)}));"))
         if p.axis is not None:
             return _dequantize_per_channel(ctx, p)
         table = _table_of_reference(ctx, p, "float")
-        return KernelCode(body=f"for (int32_t i = 0; i < {size}; ++i) {{\n  {y}[i] = {table}[(uint8_t){x}[i]];\n}}"
-                               "\nreturn 0;")
+        return KernelCode(body=_per_element(size, f"{y}[i] = {table}[(uint8_t){x}[i]];"))
     if p.output_dtype not in _OUT_RANGES:
         raise ctx.error(f"no quantize kernel to {p.output_dtype}")
     otype = C_TYPES[p.output_dtype]
     if p.input_dtype in _RANGES:
         table = _table_of_reference(ctx, p, otype)
         same = C_TYPES[p.input_dtype][:-2].lstrip("u") == otype[:-2].lstrip("u")  # same element size
-        return KernelCode(body=f"for (int32_t i = 0; i < {size}; ++i) {{\n  {y}[i] = {table}[(uint8_t){x}[i]];\n}}"
-                               "\nreturn 0;", inplace=(0,) if same else ())
+        return KernelCode(body=_per_element(size, f"{y}[i] = {table}[(uint8_t){x}[i]];"), inplace=(0,) if same else ())
     if p.input_dtype in ("int16", "int32"):
         return _requantize_wide(ctx, p, size)
     if p.input_dtype != "float32":
@@ -83,18 +80,20 @@ def quantize(ctx: KernelContext) -> KernelCode:
     lo, hi = _OUT_RANGES[p.output_dtype]
     sat = 65536 if p.output_dtype == "int16" else 256
     clamp = ctx.helper("clamp_i32")
-    scale = c_literal(p.output_scale, "float32")
-    body = f"""\
-for (int32_t i = 0; i < {size}; ++i) {{
-  const float q = {x}[i] / {scale};
-  const float a = (q < 0.0f ? -q : q) + 0.5f;
-  /* floor(a) for a >= 0 by truncation; from {sat} on saturates {p.output_dtype} for any zero point (NaN too) */
-  const int32_t r = a < {sat}.0f ? (int32_t)a : {sat};
-  const int32_t v = (q < 0.0f ? -r : r){offset_term(p.output_zero_point)};
-  {y}[i] = ({otype}){clamp}(v, {lo}, {hi});
-}}
-return 0;"""
-    return KernelCode(body=body)
+    scale = ctx.float_literal(p.output_scale)
+    return KernelCode(body=_per_element(size, [
+        f"const float q = {x}[i] / {scale};",
+        "const float a = (q < 0.0f ? -q : q) + 0.5f;",
+        f"/* floor(a) for a >= 0 by truncation; from {sat} on saturates {p.output_dtype} for any zero point "
+        "(NaN too) */",
+        f"const int32_t r = a < {sat}.0f ? (int32_t)a : {sat};",
+        f"const int32_t v = (q < 0.0f ? -r : r){offset_term(p.output_zero_point)};",
+        f"{y}[i] = ({otype}){clamp}(v, {lo}, {hi});"]))
+
+
+def _per_element(size: int, body: str | list[str]) -> str:
+    """`body` for every element i of the tensor, then `return 0;`."""
+    return lines(for_loop("i", 0, size, body), "return 0;")
 
 
 def _dequantize_per_channel(ctx: KernelContext, p: QuantizeParams) -> KernelCode:
@@ -110,19 +109,9 @@ def _dequantize_per_channel(ctx: KernelContext, p: QuantizeParams) -> KernelCode
     outer = math.prod(p.shape[:axis])
     inner = math.prod(p.shape[axis + 1:])
     x, y = ctx.inputs[0], ctx.outputs[0]
-    body = f"""\
-int32_t i = 0;
-for (int32_t o = 0; o < {outer}; ++o) {{
-  for (int32_t c = 0; c < {channels}; ++c) {{
-    const float* const tc = {table} + c * 256;
-    for (int32_t k = 0; k < {inner}; ++k) {{
-      {y}[i] = tc[(uint8_t){x}[i]];
-      ++i;
-    }}
-  }}
-}}
-return 0;"""
-    return KernelCode(body=body)
+    row = for_loop("k", 0, inner, [f"{y}[i] = tc[(uint8_t){x}[i]];", "++i;"])
+    loops = for_loop("o", 0, outer, for_loop("c", 0, channels, [f"const float* const tc = {table} + c * 256;", row]))
+    return KernelCode(body=lines("int32_t i = 0;", loops, "return 0;"))
 
 
 def _requantize_wide(ctx: KernelContext, p: QuantizeParams, size: int) -> KernelCode:
@@ -135,12 +124,9 @@ def _requantize_wide(ctx: KernelContext, p: QuantizeParams, size: int) -> Kernel
     if p.output_dtype != "int32":
         store = f"{y}[i] = ({otype}){ctx.helper('clamp_i32')}(v, {lo}, {hi});"
     zin, zout = int(p.input_zero_point), int(p.output_zero_point)
-    body = f"""\
-for (int32_t i = 0; i < {size}; ++i) {{
-  const int32_t d = (int32_t)((uint32_t)(int32_t){x}[i] - (uint32_t){c_literal(zin, "int32")});
-  const int32_t v = (int32_t)((uint32_t){rq}(d, {p.multiplier}, {p.shift}) + (uint32_t){c_literal(zout, "int32")});
-  {store}
-}}
-return 0;"""
+    body = _per_element(size, [
+        f"const int32_t d = (int32_t)((uint32_t)(int32_t){x}[i] - (uint32_t){ctx.literal(zin, 'int32')});",
+        f"const int32_t v = (int32_t)((uint32_t){rq}(d, {p.multiplier}, {p.shift}) + "
+        f"(uint32_t){ctx.literal(zout, 'int32')});", store])
     same = C_TYPES[p.input_dtype] == otype
     return KernelCode(body=body, inplace=(0,) if same else ())

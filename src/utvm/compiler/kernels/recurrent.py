@@ -7,50 +7,49 @@ TFLM's reference kernels do (no reassociation), so they match it to rounding of 
 
 from __future__ import annotations
 
-from utvm.compiler.kernels import KernelCode, KernelContext, c_literal, define_helper, register
+from utvm.compiler.kernels import KernelCode, KernelContext, define_helper, register
+from utvm.compiler.kernels.cemit import c_array_body, fill, table_decl
 from utvm.ops.recurrent import SIGMOID_LUT_U16, LstmParams, SvdfParams
 
-_LUT_ROWS = ",\n  ".join(", ".join(str(v) for v in SIGMOID_LUT_U16[i:i + 16]) for i in range(0, 256, 16))
 # TFLM's int16 Logistic (Q3.12 in, input multiplier 0 -> x3) and Tanh (input multiplier and right shift) over
 # TFLite's sigmoid table, with its linear interpolation, bit for bit (utvm.ops.recurrent.sigmoid16 / tanh16).
-define_helper("recurrent_lut16", f"""\
-static const uint16_t tvm_recurrent_sigmoid_lut[256] = {{
-  {_LUT_ROWS}
-}};
-static inline int16_t tvm_recurrent_sigmoid16(int16_t x) {{
+define_helper("recurrent_lut16", fill("""\
+@LUT@
+static inline int16_t tvm_recurrent_sigmoid16(int16_t x) {
   const int32_t v = (int32_t)x * 3;
   const uint32_t a = (uint32_t)(v < 0 ? -v : v);
   const uint32_t uh = a >> 9;
   uint32_t r;
-  if (uh >= 255u) {{
+  if (uh >= 255u) {
     r = 0x7FFFu << 10;
-  }} else {{
+  } else {
     const uint32_t ua = tvm_recurrent_sigmoid_lut[uh];
     const uint32_t ub = tvm_recurrent_sigmoid_lut[uh + 1u];
     r = (ua << 9) + (a & 0x1FFu) * (ub - ua);
-  }}
+  }
   r = v >= 0 ? r + (1u << 9) : (1u << 25) - r + (1u << 9) - 1u;
   return (int16_t)(r >> 10);
-}}
-static inline int16_t tvm_recurrent_tanh16(int16_t x, int32_t multiplier, int32_t shift) {{
+}
+static inline int16_t tvm_recurrent_tanh16(int16_t x, int32_t multiplier, int32_t shift) {
   const int32_t rnd = shift > 0 ? (int32_t)(1 << (shift - 1)) : 0;
   const int32_t v = ((int32_t)x * multiplier + rnd) >> shift;
   const uint32_t a = (uint32_t)(v < 0 ? -v : v);
   const uint32_t uh = a >> 8;
   int32_t r;
-  if (uh >= 255u) {{
+  if (uh >= 255u) {
     r = 0xFFFF << 8;
-  }} else {{
+  } else {
     const uint32_t ua = tvm_recurrent_sigmoid_lut[uh];
     const uint32_t ub = tvm_recurrent_sigmoid_lut[uh + 1u];
     r = (int32_t)((ua << 8) + (a & 0xFFu) * (ub - ua));
-  }}
+  }
   r = v >= 0 ? r - (1 << 23) + (1 << 7) : -r + (1 << 23) + (1 << 7) - 1;
   return (int16_t)(r >> 8);
-}}
-static inline int32_t tvm_recurrent_sat16(int32_t x) {{
+}
+static inline int32_t tvm_recurrent_sat16(int32_t x) {
   return x < -32768 ? -32768 : (x > 32767 ? 32767 : x);
-}}""", "tvm_recurrent_sigmoid16")
+}""", LUT=table_decl("uint16_t", "tvm_recurrent_sigmoid_lut", c_array_body(list(SIGMOID_LUT_U16), "int32"),
+                     len(SIGMOID_LUT_U16))), "tvm_recurrent_sigmoid16")
 # TFLite's MultiplyByQuantizedMultiplier for an int64 accumulator (the 16x8 kernels): a 16-bit multiplier,
 # one rounding.
 define_helper("recurrent_mbqm64", """\
@@ -61,9 +60,9 @@ static inline int32_t tvm_recurrent_mbqm64(int64_t x, int32_t multiplier, int32_
 }""", "tvm_recurrent_mbqm64")
 
 
-def _float_act_stmt(var: str, act: str) -> str:
+def _float_act_stmt(ctx: KernelContext, var: str, act: str) -> str:
     if act == "tanh":
-        return f"{var} = tanhf({var});"
+        return f"{var} = {ctx.libm('tanhf')}({var});"
     lo_hi = {"relu": ("0.0f", None), "relu6": ("0.0f", "6.0f"), "relu_n1_to_1": ("-1.0f", "1.0f")}.get(act)
     if lo_hi is None:
         return ""
@@ -89,7 +88,7 @@ for (int32_t k = 0; k < {B * F}; ++k) {{
 }}"""
     if p.dtype == "float32":
         bias = f"{ctx.inputs[3]}[u]" if p.has_bias else "0.0f"
-        act = _float_act_stmt("acc", p.activation)
+        act = _float_act_stmt(ctx, "acc", p.activation)
         body = f"""\
 float* const st = (float*)(void*){ctx.state};
 {shift}
@@ -117,7 +116,7 @@ for (int32_t b = 0; b < {B}; ++b) {{
   }}
 }}
 return 0;"""
-        return KernelCode(body=body, uses_libm=p.activation == "tanh", persistent_bytes=4 * B * F * M)
+        return KernelCode(body=body, persistent_bytes=4 * B * F * M)
     rq = ctx.helper("requant", p.rounding)
     body = f"""\
 int16_t* const st = (int16_t*)(void*){ctx.state};
@@ -174,8 +173,9 @@ def lstm(ctx: KernelContext) -> KernelCode:
     if p.dtype == "float32":
         clip = ""
         if p.cell_clip > 0:
-            lim = c_literal(p.cell_clip, "float32")
+            lim = ctx.float_literal(p.cell_clip)
             clip = f"if (cv > {lim}) {{ cv = {lim}; }} if (cv < -{lim}) {{ cv = -{lim}; }}"
+        tanhf, expf = ctx.libm("tanhf"), ctx.libm("expf")
         body = f"""\
 float* const hs = (float*)(void*){ctx.state};
 float* const cs = hs + {B * S};
@@ -203,13 +203,13 @@ for (int32_t b = 0; b < {B}; ++b) {{
         }}
         v = a + r;
         if (g == 2) {{
-          v = tanhf(v);
+          v = {tanhf}(v);
         }} else if (v > 16.619047164916992188f) {{
           v = 1.0f;
         }} else if (v < -9.0f) {{
-          v = expf(v);
+          v = {expf}(v);
         }} else {{
-          v = 1.0f / (1.0f + expf(-v));
+          v = 1.0f / (1.0f + {expf}(-v));
         }}
         gate[g * {S} + s] = v;
       }}
@@ -220,13 +220,13 @@ for (int32_t b = 0; b < {B}; ++b) {{
       float cv = fc + ic;
       {clip}
       c[s] = cv;
-      h[s] = tanhf(cv) * gate[{3 * S} + s];
+      h[s] = {tanhf}(cv) * gate[{3 * S} + s];
       yt[s] = h[s];
     }}
   }}
 }}
 return 0;"""
-        return KernelCode(body=body, scratch_bytes=4 * 4 * S, persistent_bytes=4 * 2 * B * S, uses_libm=True)
+        return KernelCode(body=body, scratch_bytes=4 * 4 * S, persistent_bytes=4 * 2 * B * S)
     ctx.helper("recurrent_lut16")
     rq = ctx.helper("requant", p.rounding)
     act_t = "int8_t" if p.dtype == "int8" else "int16_t"

@@ -1,26 +1,33 @@
-"""C kernels of the reduction op family (utvm.ops.reduction): reduce_max/min/sum/all, arg_max/min, cumsum,
-l2_normalization, l2_pool2d.
+"""C kernels of the reduction op family (utvm.ops.reduction): mean (and the mean behind global_avg_pool2d),
+reduce_max/min/sum/all, arg_max/min, cumsum, l2_normalization, l2_pool2d.
 
-reduce_*: the input's axes merged into runs of kept and reduced axes (utvm.compiler.kernels.reduce._runs),
-kept runs outermost so the output is written in order, reduced runs inside; a float sum adds in the input's
-row-major order, as TFLM. Integer sums run in uint32 (TFLM's wrapping int32 sum, without C's signed
-overflow), then `sum - zp_in * n` is requantized once. arg_*: [outer, depth, inner] loops, a strict
-comparison keeps the first extreme. cumsum: [outer, depth, inner] with the running sum per (outer, inner);
-int8 adds the 2^20-scaled inputs in uint32 (wrapping, as TFLM's int32). l2_normalization int8 computes
-TFLM's GetInvSqrtQuantizedMultiplierExp per row at run time (integer only, the shared `inv_sqrt` helper).
+mean, reduce_*: the input's axes merged into runs of kept and reduced axes (size-1 axes dropped, `_runs`),
+the kept runs outermost, in order (the output is then written sequentially), the reduced runs inside, each
+with its input stride (one loop nest, `_reduction_nest`); a float sum adds in the input's row-major order, as
+TFLM. mean int8/int16 (TFLite's QuantizedMeanOrSum): the int32 sum of the raw values minus input_zp * count,
+requantized once with the multiplier that already holds the 1/count (see utvm.ops.reduction), plus the
+output zero point, saturated to the dtype; float: the float sum times 1/count. reduce_sum int8/int16 sums
+in uint32 (TFLM's wrapping int32 sum, without C's signed overflow), then `sum - zp_in * n` is requantized
+once. (The two requantizations stay two code paths: they emit different C.) arg_*: [outer, depth, inner]
+loops, a strict comparison keeps the first extreme. cumsum: [outer, depth, inner] with the running sum per
+(outer, inner); int8 adds the 2^20-scaled inputs in uint32 (wrapping, as TFLM's int32). l2_normalization
+int8 computes TFLM's GetInvSqrtQuantizedMultiplierExp per row at run time (integer only, the shared
+`inv_sqrt` helper).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from utvm.compiler.kernels import (
     C_TYPES,
     KernelCode,
     KernelContext,
-    c_literal,
     offset_term,
     register,
+    strides_of,
 )
-from utvm.compiler.kernels.reduce import _runs
+from utvm.compiler.kernels.cemit import indent
 from utvm.ops.reduction import (
     CUMSUM_LEFT_SHIFT,
     L2_EPSILON,
@@ -28,27 +35,98 @@ from utvm.ops.reduction import (
     CumsumParams,
     L2NormParams,
     L2PoolParams,
+    MeanParams,
     ReduceParams,
 )
 
 FLT_MAX = 3.4028234663852886e38
 
 
+# --- mean / reduce_max / reduce_min / reduce_sum / reduce_all --------------------------------------------------
+def _runs(shape: tuple[int, ...], axes: tuple[int, ...]) -> list[tuple[bool, int, int]]:
+    """(reduced?, extent, input stride) per merged run of adjacent axes, outermost first."""
+    strides = strides_of(shape)
+    runs: list[tuple[bool, int, int]] = []
+    for d, extent in enumerate(shape):
+        if extent == 1:
+            continue
+        red = d in axes
+        if runs and runs[-1][0] == red and runs[-1][2] == strides[d] * extent:
+            runs[-1] = (red, runs[-1][1] * extent, strides[d])
+        else:
+            runs.append((red, extent, strides[d]))
+    return runs
 
-def _ind(text: str, levels: int) -> str:
-    pad = "  " * levels
-    return "\n".join(pad + ln if ln else ln for ln in text.splitlines())
+
+def _reduction_nest(shape: tuple[int, ...], axes: tuple[int, ...], init: str, step: Callable[[str], str],
+                    finish: str) -> list[str]:
+    """The lines of a reduction's loop nest: per output (`io`, in order), `init`, then `step(index)` for each
+    reduced element (`index` the C name of its flat input index), then `finish`; ends with `return 0;`."""
+    runs = _runs(shape, axes)
+    kept = [(e, s) for red, e, s in runs if not red]
+    reduced = [(e, s) for red, e, s in runs if red]
+    lines = ["int32_t io = 0;", "const int32_t k_base0 = 0;"]
+    for d, (extent, stride) in enumerate(kept):
+        lines.append(indent(f"for (int32_t k{d} = 0; k{d} < {extent}; ++k{d}) {{", d))
+        lines.append(indent(f"  const int32_t k_base{d + 1} = k_base{d} + k{d} * {stride};", d))
+    depth = len(kept)
+    lines.append(indent(init, depth))
+    lines.append(indent(f"const int32_t r_base0 = k_base{depth};", depth))
+    for d, (extent, stride) in enumerate(reduced):
+        lines.append(indent(f"for (int32_t r{d} = 0; r{d} < {extent}; ++r{d}) {{", depth + d))
+        lines.append(indent(f"  const int32_t r_base{d + 1} = r_base{d} + r{d} * {stride};", depth + d))
+    lines.append(indent(step(f"r_base{len(reduced)}"), depth + len(reduced)))
+    for d in reversed(range(len(reduced))):
+        lines.append(indent("}", depth + d))
+    lines.append(indent(finish, depth))
+    lines.append(indent("++io;", depth))
+    for d in reversed(range(len(kept))):
+        lines.append(indent("}", d))
+    lines.append("return 0;")
+    return lines
 
 
-# --- reduce_max / reduce_min / reduce_sum ---------------------------------------------------------------------
+@register("mean")
+def mean(ctx: KernelContext) -> KernelCode:
+    return mean_kernel(ctx, ctx.params())
+
+
+def mean_kernel(ctx: KernelContext, p: MeanParams) -> KernelCode:
+    """mean (global_avg_pool2d's direct kernel too, utvm.compiler.kernels.pool)."""
+    if p.dtype not in ("float32", "int8", "int16"):
+        raise ctx.error(f"no mean kernel for dtype {p.dtype}")
+    integer = p.dtype != "float32"
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    cast = "(int32_t)" if integer else ""
+    init = "int32_t sum = 0;" if integer else "float sum = 0.0f;"
+
+    def step(index: str) -> str:
+        return f"sum += {cast}{x}[{index}];"
+
+    if integer:
+        rq, clamp = ctx.helper("requant", p.rounding), ctx.helper("clamp_i32")
+        span, (lo, hi), limit = ((255, (-128, 127), 1 << 23) if p.dtype == "int8"
+                                 else (65535, (-32768, 32767), 1 << 15))
+        finish = (f"const int32_t acc = {rq}(sum{offset_term(-p.input_zero_point * p.count)}, "
+                  f"{p.multiplier}, {p.shift}){offset_term(p.output_zero_point)};\n")
+        finish += (f"{y}[io] = ({C_TYPES[p.dtype]}){clamp}(acc, {lo}, {hi});" if p.count else
+                   f"{y}[io] = 0; /* no element: TFLM writes a raw 0 */\n(void)acc;")
+        if p.count > limit:
+            raise ctx.error(f"mean over {p.count} elements could overflow the int32 sum")
+        lines = [f"/* The int32 sum cannot overflow: |sum - zp * n| <= {span} * {p.count} < 2^31. */"]
+    else:
+        finish = (f"{y}[io] = sum * {ctx.float_literal(1.0 / p.count)};" if p.count > 1
+                  else f"{y}[io] = sum;")
+        lines = []
+    lines += _reduction_nest(p.input_shape, p.axes, init, step, finish)
+    return KernelCode(body="\n".join(lines))
+
+
 @register("reduce_max", "reduce_min", "reduce_sum", "reduce_all")
 def reduce(ctx: KernelContext) -> KernelCode:
     p: ReduceParams = ctx.params()
     x, y = ctx.inputs[0], ctx.outputs[0]
     ct = C_TYPES[p.dtype]
-    runs = _runs(p.input_shape, p.axes)
-    kept = [(e, s) for red, e, s in runs if not red]
-    reduced = [(e, s) for red, e, s in runs if red]
     integer_sum = p.op == "reduce_sum" and p.dtype != "float32"
     if p.op == "reduce_all":
         acc_t, init, step = "uint8_t", "1u", "acc = (uint8_t)(acc && v);"
@@ -58,40 +136,22 @@ def reduce(ctx: KernelContext) -> KernelCode:
     else:
         acc_t = ct
         if p.dtype == "float32":
-            init = c_literal(-FLT_MAX if p.op == "reduce_max" else FLT_MAX, "float32")
+            init = ctx.float_literal(-FLT_MAX if p.op == "reduce_max" else FLT_MAX)
         else:
             init = "-128" if p.op == "reduce_max" else "127"
         step = f"if (v {'>' if p.op == 'reduce_max' else '<'} acc) {{\n  acc = v;\n}}"
-    lines = ["int32_t io = 0;", "const int32_t k_base0 = 0;"]
-    for d, (extent, stride) in enumerate(kept):
-        lines.append(_ind(f"for (int32_t k{d} = 0; k{d} < {extent}; ++k{d}) {{", d))
-        lines.append(_ind(f"  const int32_t k_base{d + 1} = k_base{d} + k{d} * {stride};", d))
-    depth = len(kept)
-    lines.append(_ind(f"{acc_t} acc = {init};", depth))
-    lines.append(_ind(f"const int32_t r_base0 = k_base{depth};", depth))
-    for d, (extent, stride) in enumerate(reduced):
-        lines.append(_ind(f"for (int32_t r{d} = 0; r{d} < {extent}; ++r{d}) {{", depth + d))
-        lines.append(_ind(f"  const int32_t r_base{d + 1} = r_base{d} + r{d} * {stride};", depth + d))
-    inner = depth + len(reduced)
-    lines.append(_ind(f"const {ct} v = {x}[r_base{len(reduced)}];", inner))
-    lines.append(_ind(step, inner))
-    for d in reversed(range(len(reduced))):
-        lines.append(_ind("}", depth + d))
     if integer_sum:
         rq = ctx.helper("requant", p.rounding)
         lo, hi = (-128, 127) if p.dtype == "int8" else (-32768, 32767)
         off = (-p.input_zero_point * p.count) % (1 << 32)
-        lines.append(_ind(f"const int32_t s = (int32_t)(acc + {off}u);", depth))
-        lines.append(_ind(f"const int32_t q = {rq}(s, {p.multiplier}, {p.shift}){offset_term(p.output_zero_point)};",
-                          depth))
-        lines.append(_ind(f"{y}[io] = ({ct})(q < {lo} ? {lo} : (q > {hi} ? {hi} : q));" if p.count else
-                          f"{y}[io] = 0; /* no element: TFLM writes a raw 0 */\n(void)q;", depth))
+        finish = (f"const int32_t s = (int32_t)(acc + {off}u);\n"
+                  f"const int32_t q = {rq}(s, {p.multiplier}, {p.shift}){offset_term(p.output_zero_point)};\n")
+        finish += (f"{y}[io] = ({ct})(q < {lo} ? {lo} : (q > {hi} ? {hi} : q));" if p.count else
+                   f"{y}[io] = 0; /* no element: TFLM writes a raw 0 */\n(void)q;")
     else:
-        lines.append(_ind(f"{y}[io] = acc;", depth))
-    lines.append(_ind("++io;", depth))
-    for d in reversed(range(len(kept))):
-        lines.append(_ind("}", d))
-    lines.append("return 0;")
+        finish = f"{y}[io] = acc;"
+    lines = _reduction_nest(p.input_shape, p.axes, f"{acc_t} acc = {init};",
+                            lambda index: f"const {ct} v = {x}[{index}];\n{step}", finish)
     return KernelCode(body="\n".join(lines))
 
 
@@ -151,7 +211,7 @@ def cumsum(ctx: KernelContext) -> KernelCode:
     {acc_t} acc = {init};
     for (int32_t d = 0; d < {p.depth}; ++d) {{
       const int32_t k = {index};
-{_ind(step, 3)}
+{indent(step, 3)}
     }}
   }}
 }}
@@ -165,6 +225,7 @@ def l2_normalization(ctx: KernelContext) -> KernelCode:
     p: L2NormParams = ctx.params()
     x, y = ctx.inputs[0], ctx.outputs[0]
     if p.dtype == "float32":
+        sqrt = ctx.libm("sqrtf")
         body = f"""\
 for (int32_t r = 0; r < {p.rows}; ++r) {{
   const float* const xr = {x} + r * {p.depth};
@@ -174,16 +235,16 @@ for (int32_t r = 0; r < {p.rows}; ++r) {{
   for (int32_t c = 0; c < {p.depth}; ++c) {{
     s += xr[c] * xr[c];
   }}
-  norm = sqrtf(s);
-  if (norm < {c_literal(L2_EPSILON, 'float32')}) {{
-    norm = {c_literal(L2_EPSILON, 'float32')};
+  norm = {sqrt}(s);
+  if (norm < {ctx.float_literal(L2_EPSILON)}) {{
+    norm = {ctx.float_literal(L2_EPSILON)};
   }}
   for (int32_t c = 0; c < {p.depth}; ++c) {{
     yr[c] = xr[c] / norm;
   }}
 }}
 return 0;"""
-        return KernelCode(body=body, uses_libm=True)
+        return KernelCode(body=body)
     inv = ctx.helper("inv_sqrt")
     rq = ctx.helper("requant", p.rounding)
     zp = offset_term(-p.input_zero_point)
@@ -220,9 +281,10 @@ def l2_pool2d(ctx: KernelContext) -> KernelCode:
     _, oh, ow, _ = p.output_shape
     kh, kw = p.pool
     clamp = ""
+    sqrt = ctx.libm("sqrtf")
     if p.activation != "none":
         fn = ctx.helper("clamp_f32")
-        clamp = _ind(f"v = {fn}(v, {c_literal(p.act_min, 'float32')}, {c_literal(p.act_max, 'float32')});", 4) + "\n"
+        clamp = indent(f"v = {fn}(v, {ctx.float_literal(p.act_min)}, {ctx.float_literal(p.act_max)});", 4) + "\n"
     body = f"""\
 for (int32_t b = 0; b < {n}; ++b) {{
   for (int32_t oy = 0; oy < {oh}; ++oy) {{
@@ -245,11 +307,11 @@ for (int32_t b = 0; b < {n}; ++b) {{
             s += t * t;
           }}
         }}
-        v = sqrtf(s / (float)(count > 0 ? count : 1));
+        v = {sqrt}(s / (float)(count > 0 ? count : 1));
 {clamp}        yp[ch] = v;
       }}
     }}
   }}
 }}
 return 0;"""
-    return KernelCode(body=body, uses_libm=True)
+    return KernelCode(body=body)

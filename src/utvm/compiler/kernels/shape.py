@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 from utvm.compiler.kernels import KernelCode, KernelContext, register
+from utvm.compiler.kernels.cemit import for_loop, lines
 
 
 @register("reshape", alias=True)
 def reshape(ctx: KernelContext) -> KernelCode:
     """Normally no code: the memory planner gives input and output one buffer. This copy runs only when
     both are caller buffers (a model input reshaped straight into a model output)."""
-    n = ctx.out_tensor().nbytes
-    return KernelCode(body=f"""\
-const uint8_t* src = (const uint8_t*){ctx.inputs[0]};
-uint8_t* dst = (uint8_t*){ctx.outputs[0]};
-for (int32_t i = 0; i < {n}; ++i) {{
-  dst[i] = src[i];
-}}
-return 0;""")
+    return KernelCode(body=lines(f"const uint8_t* src = (const uint8_t*){ctx.inputs[0]};",
+                                 f"uint8_t* dst = (uint8_t*){ctx.outputs[0]};",
+                                 for_loop("i", 0, ctx.out_tensor().nbytes, "dst[i] = src[i];"), "return 0;"))

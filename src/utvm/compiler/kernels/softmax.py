@@ -21,9 +21,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from utvm.compiler.kernels import KernelCode, KernelContext, c_literal, register
+from utvm.compiler.kernels import KernelCode, KernelContext, register
+from utvm.compiler.kernels.cemit import fill, for_loop, lines
 from utvm.ops import _quant
 from utvm.ops.softmax import SCALED_DIFF_INTEGER_BITS, SoftmaxParams
+
+# Every template below is one row's body: `xr` / `yr` point at the row's first element, @N@ elements @S@ apart
+# (`i@S@` is element i's offset: "" or " * inner").
 
 
 @register("softmax")
@@ -33,59 +37,47 @@ def softmax(ctx: KernelContext) -> KernelCode:
     outer = int(np.prod(shape[:p.axis], dtype=np.int64))
     n = int(shape[p.axis])
     inner = int(np.prod(shape[p.axis + 1:], dtype=np.int64))
+    row = "" if inner == 1 else f" * {inner}"
     if p.dtype == "float32":
-        body = _float(ctx, p, n, inner)
-        uses_libm = True
+        body = _float(ctx, p, n, row)
     elif p.dtype == "int8":
-        body = _int8(ctx, p, n, inner)
-        uses_libm = False
+        body = _int8(ctx, p, n, row)
     elif p.dtype == "int16":
-        body = _int16(ctx, p, n, inner)
-        uses_libm = False
+        body = _int16(ctx, p, n, row)
     else:
         raise ctx.error(f"no softmax kernel for dtype {p.dtype}")
     t = {"float32": "float", "int8": "int8_t", "int16": "int16_t"}[p.dtype]
     t_out = {"float32": "float", "int8": "int8_t", "int16": "int16_t"}[p.out_dtype or p.dtype]
     x, y = ctx.inputs[0], ctx.outputs[0]
-    row = "" if inner == 1 else f" * {inner}"
-    code = f"""\
-for (int32_t o = 0; o < {outer}; ++o) {{
-  for (int32_t j = 0; j < {inner}; ++j) {{
-    const {t}* const xr = {x} + o * {n * inner} + j;
-    {t_out}* const yr = {y} + o * {n * inner} + j;
-{_indent(body.replace("@S@", row), 2)}
-  }}
-}}
-return 0;"""
+    rows = for_loop("o", 0, outer, for_loop("j", 0, inner, [f"const {t}* const xr = {x} + o * {n * inner} + j;",
+                                                             f"{t_out}* const yr = {y} + o * {n * inner} + j;", body]))
     # Each row is read whole before any of its elements is written, and rows are disjoint.
     same_size = t == t_out
-    return KernelCode(body=code, inplace=(0,) if inner == 1 and same_size else (), uses_libm=uses_libm)
+    return KernelCode(body=lines(rows, "return 0;"), inplace=(0,) if inner == 1 and same_size else ())
 
 
-def _indent(text: str, levels: int) -> str:
-    pad = "  " * levels
-    return "\n".join(pad + ln if ln else ln for ln in text.splitlines())
-
-
-def _float(ctx: KernelContext, p: SoftmaxParams, n: int, inner: int) -> str:
-    beta = "" if p.beta == 1.0 else f" * {c_literal(p.beta, 'float32')}"
-    return f"""\
+_FLOAT = """\
 float mx = xr[0];
-for (int32_t i = 1; i < {n}; ++i) {{
-  if (xr[i@S@] > mx) {{
+for (int32_t i = 1; i < @N@; ++i) {
+  if (xr[i@S@] > mx) {
     mx = xr[i@S@];
-  }}
-}}
+  }
+}
 float sum = 0.0f;
-for (int32_t i = 0; i < {n}; ++i) {{
-  const float e = expf((xr[i@S@] - mx){beta});
+for (int32_t i = 0; i < @N@; ++i) {
+  const float e = @EXPF@((xr[i@S@] - mx)@BETA@);
   yr[i@S@] = e;
   sum += e;
-}}
+}
 const float inv = 1.0f / sum;
-for (int32_t i = 0; i < {n}; ++i) {{
+for (int32_t i = 0; i < @N@; ++i) {
   yr[i@S@] *= inv;
-}}"""
+}"""
+
+
+def _float(ctx: KernelContext, p: SoftmaxParams, n: int, row: str) -> str:
+    beta = "" if p.beta == 1.0 else f" * {ctx.float_literal(p.beta)}"
+    return fill(_FLOAT, N=n, S=row, EXPF=ctx.libm("expf"), BETA=beta)
 
 
 def exp_table(p: SoftmaxParams) -> np.ndarray:
@@ -96,99 +88,110 @@ def exp_table(p: SoftmaxParams) -> np.ndarray:
     return np.where(d >= p.diff_min, e, 0).astype(np.int64)
 
 
-def _int8(ctx: KernelContext, p: SoftmaxParams, n: int, inner: int) -> str:
-    srdhm = ctx.helper("gemmlowp")  # tvm_srdhm and tvm_rdbpot
-    # int8 output: exponent headroom-relative 35 (bits + 31 - 8 with bits = 12 - headroom), offset -128;
-    # int16 output (TFLM's int8 -> int16): 27 and -32768
-    bits = 16 if p.out_dtype == "int16" else 8
-    exponent_base = 12 + 31 - bits
-    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    lo_c = "(-32767 - 1)" if bits == 16 else str(lo)
-    t_out = "int16_t" if bits == 16 else "int8_t"
-    table = ctx.table("int32_t", exp_table(p), "exp")
-    return f"""\
+# @EXP@: the exp table, @SRDHM@ gemmlowp's SaturatingRoundingDoublingHighMul; the output type @T@ in [@LO@, @HI@]
+# with the final exponent @E@ - headroom and the offset @O@.
+_INT8 = """\
 int32_t mx = xr[0];
-for (int32_t i = 1; i < {n}; ++i) {{
-  if (xr[i@S@] > mx) {{
+for (int32_t i = 1; i < @N@; ++i) {
+  if (xr[i@S@] > mx) {
     mx = xr[i@S@];
-  }}
-}}
+  }
+}
 /* The sum of exp(x - max) in Q12.19, wrapping like the int32 sum it is (each term <= 2^19). */
 uint32_t usum = 0;
-for (int32_t i = 0; i < {n}; ++i) {{
-  usum += (uint32_t)tvm_rdbpot({table}[mx - xr[i@S@]], 12);
-}}
+for (int32_t i = 0; i < @N@; ++i) {
+  usum += (uint32_t)tvm_rdbpot(@EXP@[mx - xr[i@S@]], 12);
+}
 /* GetReciprocal(sum, 12): headroom, then 1 / (1 + x) for the sum scaled into [1, 2). */
 int32_t headroom = 0;
-while (headroom < 32 && (usum & 0x80000000u) == 0u) {{
+while (headroom < 32 && (usum & 0x80000000u) == 0u) {
   usum <<= 1;
   ++headroom;
-}}
+}
 const int32_t x01 = (int32_t)(usum - 0x80000000u);
 /* gemmlowp one_over_one_plus_x_for_x_in_0_1: half_denominator = RoundingHalfSum(x, 1) in Q0.31 */
 const int64_t hsum = (int64_t)x01 + INT32_MAX;
 const int32_t half_den = (int32_t)((hsum + (hsum >= 0 ? 1 : -1)) / 2);
 /* Newton-Raphson for 1 / half_den in Q2.29: start at 48/17 - 32/17 * half_den. */
-int32_t r = (int32_t)((uint32_t)1515870810 + (uint32_t){srdhm}(half_den, -1010580540));
-for (int32_t k = 0; k < 3; ++k) {{
-  const int32_t one_minus = (int32_t)((uint32_t)(1 << 29) - (uint32_t){srdhm}(half_den, r));
-  const int32_t step = {srdhm}(r, one_minus);
+int32_t r = (int32_t)((uint32_t)1515870810 + (uint32_t)@SRDHM@(half_den, -1010580540));
+for (int32_t k = 0; k < 3; ++k) {
+  const int32_t one_minus = (int32_t)((uint32_t)(1 << 29) - (uint32_t)@SRDHM@(half_den, r));
+  const int32_t step = @SRDHM@(r, one_minus);
   /* SaturatingRoundingMultiplyByPOT<2>(step) */
   const int32_t step4 = step > (1 << 29) - 1 ? INT32_MAX
                         : (step < -((1 << 29) - 1) ? INT32_MIN : (int32_t)((uint32_t)step << 2));
   r = (int32_t)((uint32_t)r + (uint32_t)step4);
-}}
+}
 /* SaturatingRoundingMultiplyByPOT<1>: back from Q2.29 (of 1 / half_den) to Q0.31 (of 1 / (1 + x)). */
 const int32_t recip = r > (1 << 30) - 1 ? INT32_MAX : (r < -((1 << 30) - 1) ? INT32_MIN : (int32_t)((uint32_t)r << 1));
 /* y = RoundingDivideByPOT(SRDHM(recip, exp), @E@ - headroom) @O@, in 64 bits (the exponent may exceed 31). */
 const int32_t exponent = @E@ - headroom;
 const int64_t mask = ((int64_t)1 << exponent) - 1;
-for (int32_t i = 0; i < {n}; ++i) {{
-  const int64_t prod = (int64_t){srdhm}(recip, {table}[mx - xr[i@S@]]);
+for (int32_t i = 0; i < @N@; ++i) {
+  const int64_t prod = (int64_t)@SRDHM@(recip, @EXP@[mx - xr[i@S@]]);
   const int64_t rem = prod & mask;
   const int64_t threshold = (mask >> 1) + (prod < 0 ? 1 : 0);
   const int64_t q = (prod >> exponent) + (rem > threshold ? 1 : 0) @O@;
   yr[i@S@] = (@T@)(q < @LO@ ? @LO@ : (q > @HI@ ? @HI@ : q));
-}}""".replace("@E@", str(exponent_base)).replace("@O@", f"- {-lo}").replace("@T@", t_out).replace(
-        "@LO@", lo_c).replace("@HI@", str(hi))
+}"""
 
 
-def _int16(ctx: KernelContext, p: SoftmaxParams, n: int, inner: int) -> str:
-    """TFLM's SoftmaxInt16: exp through a 513-entry LUT (interpolated on 7 bits), the sum's reciprocal
-    through a LUT of 1 / (1 + x); the exp values are cached in the output row."""
-    rq = ctx.helper("requant", "double")
-    exp_lut = ctx.table("int16_t", list(p.exp_lut), "exp")
-    recip_lut = ctx.table("int16_t", list(p.recip_lut), "recip")
-    lookup = ("{\n  const int32_t idx = 256 + (@V@ >> 7);\n  const int32_t base = @L@[idx];\n"
-              "  const int32_t slope = (int16_t)(@L@[idx + 1] - base);\n"
-              "  @OUT@ = (int16_t)(base + ((slope * (@V@ & 0x7F) + 64) >> 7));\n}")
-    exp_lookup = lookup.replace("@V@", "sv").replace("@L@", exp_lut).replace("@OUT@", "yr[i@S@]")
-    recip_lookup = lookup.replace("@V@", "ss").replace("@L@", recip_lut).replace("@OUT@", "recip")
-    return f"""\
+def _int8(ctx: KernelContext, p: SoftmaxParams, n: int, row: str) -> str:
+    srdhm = ctx.helper("gemmlowp")  # tvm_srdhm and tvm_rdbpot
+    # int8 output: exponent headroom-relative 35 (bits + 31 - 8 with bits = 12 - headroom), offset -128;
+    # int16 output (TFLM's int8 -> int16): 27 and -32768
+    bits = 16 if p.out_dtype == "int16" else 8
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return fill(_INT8, N=n, S=row, EXP=ctx.table("int32_t", exp_table(p), "exp"), SRDHM=srdhm, E=12 + 31 - bits,
+                O=f"- {-lo}", T="int16_t" if bits == 16 else "int8_t", LO="(-32767 - 1)" if bits == 16 else lo,
+                HI=hi)
+
+
+# TFLM's SoftmaxInt16 in three parts around its two table lookups (_LOOKUP16): @RQ@ is the double-rounding
+# requantization helper.
+_INT16_MAX = """\
 int32_t mx = xr[0];
 int32_t sum = 0;
 int32_t hp1 = 0;
 int32_t ss;
 int16_t recip;
-for (int32_t i = 1; i < {n}; ++i) {{
-  if (xr[i@S@] > mx) {{
+for (int32_t i = 1; i < @N@; ++i) {
+  if (xr[i@S@] > mx) {
     mx = xr[i@S@];
-  }}
-}}
-for (int32_t i = 0; i < {n}; ++i) {{
-  int32_t sv = {rq}((int32_t)xr[i@S@] - mx, {p.input_multiplier}, {p.input_left_shift}) + 32767;
-  sv = sv < -32768 ? -32768 : (sv > 32767 ? 32767 : sv);
-{_indent(exp_lookup, 1)}
-  sum += yr[i@S@];
-}}
-while (hp1 < 32 && (((uint32_t)sum << hp1) & 0x80000000u) == 0u) {{
+  }
+}"""
+_INT16_RECIP = """\
+while (hp1 < 32 && (((uint32_t)sum << hp1) & 0x80000000u) == 0u) {
   ++hp1;
-}}
+}
 ss = (int32_t)((((int64_t)sum << (hp1 - 1)) + (1 << 13)) >> 14) - ((1 << 15) + (1 << 16));
-ss = ss < -32768 ? -32768 : (ss > 32767 ? 32767 : ss);
-{recip_lookup}
-for (int32_t i = 0; i < {n}; ++i) {{
+ss = ss < -32768 ? -32768 : (ss > 32767 ? 32767 : ss);"""
+_INT16_SCALE = """\
+for (int32_t i = 0; i < @N@; ++i) {
   const int32_t right = 31 - hp1;
   const int64_t r = ((int64_t)yr[i@S@] * recip + ((int64_t)1 << (right - 1))) >> right;
   yr[i@S@] = (int16_t)(r < 0 ? 0 : (r > 32767 ? 32767 : r));
-}}"""
+}"""
+# @OUT@ = table @L@ at the int16 value @V@: 512 intervals, interpolated on the low 7 bits
+_LOOKUP16 = """\
+{
+  const int32_t idx = 256 + (@V@ >> 7);
+  const int32_t base = @L@[idx];
+  const int32_t slope = (int16_t)(@L@[idx + 1] - base);
+  @OUT@ = (int16_t)(base + ((slope * (@V@ & 0x7F) + 64) >> 7));
+}"""
+
+
+def _int16(ctx: KernelContext, p: SoftmaxParams, n: int, row: str) -> str:
+    """TFLM's SoftmaxInt16: exp through a 513-entry LUT (interpolated on 7 bits), the sum's reciprocal
+    through a LUT of 1 / (1 + x); the exp values are cached in the output row."""
+    rq = ctx.helper("requant", "double")
+    exp_lut = ctx.table("int16_t", list(p.exp_lut), "exp")
+    recip_lut = ctx.table("int16_t", list(p.recip_lut), "recip")
+    exp_row = for_loop("i", 0, n, [
+        f"int32_t sv = {rq}((int32_t)xr[i{row}] - mx, {p.input_multiplier}, {p.input_left_shift}) + 32767;",
+        "sv = sv < -32768 ? -32768 : (sv > 32767 ? 32767 : sv);",
+        fill(_LOOKUP16, V="sv", L=exp_lut, OUT=f"yr[i{row}]"),
+        f"sum += yr[i{row}];"])
+    return lines(fill(_INT16_MAX, N=n, S=row), exp_row, _INT16_RECIP, fill(_LOOKUP16, V="ss", L=recip_lut, OUT="recip"),
+                 fill(_INT16_SCALE, N=n, S=row))

@@ -15,15 +15,9 @@ import math
 import numpy as np
 
 from utvm.compiler.kernels import KernelCode, KernelContext, float_clamp_stmt, multipliers_pm, offset_term, register
+from utvm.compiler.kernels.cemit import INT32_MAX, block, for_loop, lines
+from utvm.compiler.kernels.requant import acc_bound, requant_int16_stmts, x_abs_max
 from utvm.ops.transpose_conv import TransposeConvParams
-
-INT32_MAX = (1 << 31) - 1
-_T = {"float32": "float", "int8": "int8_t", "int16": "int16_t"}
-
-
-def _indent(text: str, levels: int) -> str:
-    pad = "  " * levels
-    return "\n".join(pad + ln if ln else ln for ln in text.splitlines())
 
 
 def _int8_bound(ctx: KernelContext, p: TransposeConvParams) -> str:
@@ -31,12 +25,12 @@ def _int8_bound(ctx: KernelContext, p: TransposeConvParams) -> str:
     _, _, _, c = p.input_shape
     _, kh, kw, _ = p.weight_shape
     taps = math.ceil(kh / p.strides[0]) * math.ceil(kw / p.strides[1]) * c  # contributions per output element
-    xmax = max(127 - p.input_zero_point, 128 + p.input_zero_point)
+    xmax = x_abs_max(p.input_zero_point)
     w_t = ctx.in_tensor(1)
     wmax = int(np.abs(w_t.data.astype(np.int64)).max(initial=0)) if w_t is not None and w_t.data is not None else 128
     b_t = ctx.in_tensor(2) if p.has_bias else None
     bmax = int(np.abs(b_t.data.astype(np.int64)).max(initial=0)) if b_t is not None and b_t.data is not None else 0
-    worst = xmax * wmax * taps + bmax
+    worst = acc_bound(xmax, wmax * taps, bmax)  # every output sums at most `taps` products |x - zp| * |w|
     if worst > INT32_MAX or (p.has_bias and (b_t is None or b_t.data is None) and xmax * wmax * taps > 2**30):
         raise ctx.error(f"the int32 accumulator could overflow: {taps} contributions of at most {xmax} * {wmax} "
                         f"(+ bias) reach {worst}")
@@ -66,37 +60,15 @@ def transpose_conv(ctx: KernelContext) -> KernelCode:
     xv_t = "float" if p.dtype == "float32" else "int32_t"
     mac = (f"ap[oc] += xv * wp[oc * {kh * kw * c}];" if p.dtype == "float32"
            else f"ap[oc] += ({acc_t})(xv * (int32_t)wp[oc * {kh * kw * c}]);")
-    scatter = f"""\
-for (int32_t i = 0; i < {size}; ++i) {{
-  {acc}[i] = 0;
-}}
-for (int32_t b = 0; b < {n}; ++b) {{
-  for (int32_t iy = 0; iy < {h}; ++iy) {{
-    for (int32_t ix = 0; ix < {w}; ++ix) {{
-      for (int32_t ic = 0; ic < {c}; ++ic) {{
-        const int32_t xi = ((b * {h} + iy) * {w} + ix) * {c} + ic;
-        const {xv_t} xv = {x_load};
-        for (int32_t ky = 0; ky < {kh}; ++ky) {{
-          const int32_t oy = iy * {sh} - {top} + ky;
-          if (oy < 0 || oy >= {oh}) {{
-            continue;
-          }}
-          for (int32_t kx = 0; kx < {kw}; ++kx) {{
-            const int32_t ox = ix * {sw} - {left} + kx;
-            if (ox < 0 || ox >= {ow}) {{
-              continue;
-            }}
-            {acc_t}* const ap = {acc} + ((b * {oh} + oy) * {ow} + ox) * {o};
-            {wt} const wp = {wts} + (ky * {kw} + kx) * {c} + ic;
-            for (int32_t oc = 0; oc < {o}; ++oc) {{
-              {mac}
-            }}
-          }}
-        }}
-      }}
-    }}
-  }}
-}}"""
+    tap_x = for_loop("kx", 0, kw, [
+        f"const int32_t ox = ix * {sw} - {left} + kx;", block(f"if (ox < 0 || ox >= {ow})", "continue;"),
+        f"{acc_t}* const ap = {acc} + ((b * {oh} + oy) * {ow} + ox) * {o};",
+        f"{wt} const wp = {wts} + (ky * {kw} + kx) * {c} + ic;", for_loop("oc", 0, o, mac)])
+    tap_y = for_loop("ky", 0, kh, [f"const int32_t oy = iy * {sh} - {top} + ky;",
+                                   block(f"if (oy < 0 || oy >= {oh})", "continue;"), tap_x])
+    scatter = lines(for_loop("i", 0, size, f"{acc}[i] = 0;"), for_loop("b", 0, n, for_loop("iy", 0, h, for_loop(
+        "ix", 0, w, for_loop("ic", 0, c, [f"const int32_t xi = ((b * {h} + iy) * {w} + ix) * {c} + ic;",
+                                          f"const {xv_t} xv = {x_load};", tap_y])))))
     bias = f"{ctx.inputs[2]}[oc]" if p.has_bias else None
     if p.dtype == "float32":
         v_add = f"v += {bias};\n" if bias else ""
@@ -110,8 +82,6 @@ for (int32_t b = 0; b < {n}; ++b) {{
             shift = ctx.table("int32_t", p.shift, "shift") + "[oc]"
         b_add = f"v += {bias};\n" if bias else ""
         if p.dtype == "int16":
-            from utvm.compiler.kernels.conv import requant_int16_stmts
-
             epi = (f"int64_t v = acc[i];\n{b_add}"
                    + requant_int16_stmts(ctx, p.rounding, 64, "v", mult, shift, p.output_zero_point,
                                          int(p.act_min), int(p.act_max), f"{y}[i]"))
@@ -123,10 +93,7 @@ for (int32_t b = 0; b < {n}; ++b) {{
                    f"{y}[i] = (int8_t){clamp}(v, {int(p.act_min)}, {int(p.act_max)});")
     needs_oc = bias is not None or (p.dtype != "float32" and not (len(set(p.multiplier)) == 1
                                                                   and len(set(p.shift)) == 1))
-    oc_line = f"const int32_t oc = i % {o};\n" if needs_oc else ""
-    epilogue = f"""\
-for (int32_t i = 0; i < {size}; ++i) {{
-{_indent(oc_line + epi, 1)}
-}}"""
+    oc_line = f"const int32_t oc = i % {o};" if needs_oc else ""
+    epilogue = for_loop("i", 0, size, lines(oc_line, epi))
     body = comment + decl + scatter + "\n" + epilogue + "\nreturn 0;"
     return KernelCode(body=body, scratch_bytes=scratch)

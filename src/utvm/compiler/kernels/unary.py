@@ -23,10 +23,10 @@ from utvm.compiler.kernels import (
     KernelCode,
     KernelContext,
     broadcast_loops,
-    c_literal,
     define_helper,
     register,
 )
+from utvm.compiler.kernels.cemit import block, fill, for_loop, lines
 from utvm.ops import _quant
 from utvm.ops.unary import OPS, UnaryParams
 
@@ -39,7 +39,7 @@ static inline float unary_round_f32(float v) {
     return fl;
   }
   return fl + 1.0f;
-}""", "unary_round_f32")
+}""", "unary_round_f32", libm=("floorf",))
 
 # gemmlowp fixed-point pieces of the int8 log_softmax kernel (clz, wrapping and saturating adds, 1/(1+x)); after
 # "gemmlowp" and "sat_pot" (its deps)
@@ -107,18 +107,18 @@ static inline int32_t unary_log_q12_q5(int32_t z) {
   return tvm_sat_pot(sum, 1);
 }""", "unary_log_q12_q5")
 
-_FLOAT_EXPR = {
-    "abs": "fabsf(v)", "neg": "-v", "ceil": "ceilf(v)", "floor": "floorf(v)", "sqrt": "sqrtf(v)",
-    "rsqrt": "1.0f / sqrtf(v)", "square": "v * v", "exp": "expf(v)", "log": "logf(v)", "sin": "sinf(v)",
-    "cos": "cosf(v)", "elu": "v < 0.0f ? expm1f(v) : v",
+# float32 ops of one <math.h> call or an expression of v: (template, the <math.h> function @F@ names or None)
+_FLOAT_EXPR: dict[str, tuple[str, str | None]] = {
+    "abs": ("@F@(v)", "fabsf"), "neg": ("-v", None), "ceil": ("@F@(v)", "ceilf"), "floor": ("@F@(v)", "floorf"),
+    "sqrt": ("@F@(v)", "sqrtf"), "rsqrt": ("1.0f / @F@(v)", "sqrtf"), "square": ("v * v", None),
+    "exp": ("@F@(v)", "expf"), "log": ("@F@(v)", "logf"), "sin": ("@F@(v)", "sinf"), "cos": ("@F@(v)", "cosf"),
+    "elu": ("v < 0.0f ? @F@(v) : v", "expm1f"),
 }
 _SIZES = {"float32": 4, "int32": 4, "int16": 2, "int8": 1, "bool": 1, "int64": 8, "uint32": 4}
-_LIBM = {"abs", "ceil", "floor", "round", "sqrt", "rsqrt", "exp", "log", "sin", "cos", "elu"}
 
 
 def _loop(size: int, stmt: str) -> str:
-    body = "\n".join("  " + ln for ln in stmt.splitlines())
-    return f"for (int32_t i = 0; i < {size}; ++i) {{\n{body}\n}}\nreturn 0;"
+    return lines(for_loop("i", 0, size, stmt), "return 0;")
 
 
 def _clamp(var: str, lo: int, hi: int) -> str:
@@ -151,13 +151,13 @@ def unary(ctx: KernelContext) -> KernelCode:
             expr = ("v * ((0.0f < v + 3.0f ? v + 3.0f : 0.0f) < 6.0f ? (0.0f < v + 3.0f ? v + 3.0f : 0.0f) : 6.0f)"
                     " / 6.0f")
         elif p.op == "leaky_relu":
-            expr = f"v > 0.0f ? v : v * {c_literal(p.alpha, 'float32')}"
+            expr = f"v > 0.0f ? v : v * {ctx.float_literal(p.alpha)}"
         elif p.op in _FLOAT_EXPR:
-            expr = _FLOAT_EXPR[p.op]
+            template, func = _FLOAT_EXPR[p.op]
+            expr = fill(template, F=ctx.libm(func)) if func else template
         else:
             raise ctx.error(f"no float32 {p.op} kernel")
-        return KernelCode(_loop(size, f"const float v = {x}[i];\n{y}[i] = {expr};"), inplace=(0,),
-                          uses_libm=p.op in _LIBM)
+        return KernelCode(_loop(size, f"const float v = {x}[i];\n{y}[i] = {expr};"), inplace=(0,))
     if p.kind == "cast":
         expr = f"(uint8_t)({x}[i] != 0)" if p.out_dtype == "bool" else f"({t_out}){x}[i]"
         same_size = _SIZES[p.dtype] == _SIZES[p.out_dtype]
@@ -185,10 +185,11 @@ def unary(ctx: KernelContext) -> KernelCode:
                 f"{rq}(v, {p.multiplier_alpha}, {p.shift_alpha}));\n{_clamp('r', lo, hi)}\n{y}[i] = ({t_out})r;")
     elif p.kind == "rsqrt16":
         inv = ctx.helper("inv_sqrt")
-        stmt = (f"const int32_t v = (int32_t){x}[i] - ({zin});\nint32_t r = {hi};\n"
-                f"if (v > 0) {{\n  int32_t m;\n  int32_t k;\n  {inv}(v, &m, &k);\n"
-                f"  r = {rq}({rq}(1, m, k + 20), {p.multiplier}, {p.shift - 20}) + ({zout});\n"
-                f"  {_clamp('r', lo, hi)}\n}}\n{y}[i] = ({t_out})r;")
+        stmt = lines(f"const int32_t v = (int32_t){x}[i] - ({zin});", f"int32_t r = {hi};",
+                     block("if (v > 0)", ["int32_t m;", "int32_t k;", f"{inv}(v, &m, &k);",
+                                          f"r = {rq}({rq}(1, m, k + 20), {p.multiplier}, {p.shift - 20}) + ({zout});",
+                                          _clamp("r", lo, hi)]),
+                     f"{y}[i] = ({t_out})r;")
     else:
         raise ctx.error(f"unknown unary kernel kind {p.kind!r}")
     return KernelCode(_loop(size, stmt), inplace=(0,))
@@ -211,30 +212,66 @@ def _prelu(ctx: KernelContext, p: UnaryParams) -> KernelCode:
     return KernelCode(loops + "\nreturn 0;", inplace=(0,) if same else ())
 
 
-def _log_softmax_float(ctx: KernelContext, p: UnaryParams) -> KernelCode:
-    x, y = ctx.inputs[0], ctx.outputs[0]
-    depth = p.shape[-1]
-    outer = math.prod(p.shape[:-1])
-    code = f"""\
-for (int32_t o = 0; o < {outer}; ++o) {{
-  const float* const xr = {x} + o * {depth};
-  float* const yr = {y} + o * {depth};
+_LOG_SOFTMAX_F32 = """\
+for (int32_t o = 0; o < @OUTER@; ++o) {
+  const float* const xr = @X@ + o * @DEPTH@;
+  float* const yr = @Y@ + o * @DEPTH@;
   float mx = xr[0];
   float sum = 0.0f;
   float log_sum;
-  for (int32_t c = 1; c < {depth}; ++c) {{
+  for (int32_t c = 1; c < @DEPTH@; ++c) {
     mx = xr[c] > mx ? xr[c] : mx;
-  }}
-  for (int32_t c = 0; c < {depth}; ++c) {{
-    sum += expf(xr[c] - mx);
-  }}
-  log_sum = logf(sum);
-  for (int32_t c = 0; c < {depth}; ++c) {{
+  }
+  for (int32_t c = 0; c < @DEPTH@; ++c) {
+    sum += @EXPF@(xr[c] - mx);
+  }
+  log_sum = @LOGF@(sum);
+  for (int32_t c = 0; c < @DEPTH@; ++c) {
     yr[c] = xr[c] - mx - log_sum;
-  }}
-}}
+  }
+}
 return 0;"""
-    return KernelCode(code, inplace=(0,), uses_libm=True)
+
+
+def _log_softmax_float(ctx: KernelContext, p: UnaryParams) -> KernelCode:
+    code = fill(_LOG_SOFTMAX_F32, X=ctx.inputs[0], Y=ctx.outputs[0], DEPTH=p.shape[-1], OUTER=math.prod(p.shape[:-1]),
+                EXPF=ctx.libm("expf"), LOGF=ctx.libm("logf"))
+    return KernelCode(code, inplace=(0,))
+
+
+# per row of @DEPTH@: @EXP@ the Q12.19 exp table of the 256 differences, @SCALED@ the rescaled differences,
+# @LOG@ unary_log_q12_q5, @RQ@ the double-rounding requantization helper
+_LOG_SOFTMAX_I8 = """\
+for (int32_t o = 0; o < @OUTER@; ++o) {
+  const int8_t* const xr = @X@ + o * @DEPTH@;
+  int8_t* const yr = @Y@ + o * @DEPTH@;
+  int32_t mx = xr[0];
+  uint32_t usum = 0u;
+  int32_t log_sum;
+  int32_t adjusted;
+  for (int32_t c = 1; c < @DEPTH@; ++c) {
+    mx = xr[c] > mx ? xr[c] : mx;
+  }
+  for (int32_t c = 0; c < @DEPTH@; ++c) {
+    usum += (uint32_t)@EXP@[mx - xr[c]];
+  }
+  log_sum = @LOG@((int32_t)usum);
+  adjusted = @RQ@((int32_t)((uint32_t)log_sum + 0x80000000u), @DIVISOR@,
+                  @SHIFT@);
+  if (adjusted < @MIN@) {
+    adjusted = @MIN@;
+  }
+  for (int32_t c = 0; c < @DEPTH@; ++c) {
+    const int32_t d = (int32_t)xr[c] - mx;
+    int32_t r = -128;
+    if (d > adjusted) {
+      r = tvm_rdbpot(unary_wsub(@SCALED@[-d], log_sum), 22) + 127;
+      r = r < -128 ? -128 : (r > 127 ? 127 : r);
+    }
+    yr[c] = (int8_t)r;
+  }
+}
+return 0;"""
 
 
 def _log_softmax_int8(ctx: KernelContext, p: UnaryParams) -> KernelCode:
@@ -250,37 +287,7 @@ def _log_softmax_int8(ctx: KernelContext, p: UnaryParams) -> KernelCode:
     exp12 = np.where(d >= p.diff_min, exp12, 0)
     t_scaled = ctx.table("int32_t", scaled, "scaled")
     t_exp = ctx.table("int32_t", exp12, "exp")
-    depth = p.shape[-1]
-    outer = math.prod(p.shape[:-1])
-    code = f"""\
-for (int32_t o = 0; o < {outer}; ++o) {{
-  const int8_t* const xr = {x} + o * {depth};
-  int8_t* const yr = {y} + o * {depth};
-  int32_t mx = xr[0];
-  uint32_t usum = 0u;
-  int32_t log_sum;
-  int32_t adjusted;
-  for (int32_t c = 1; c < {depth}; ++c) {{
-    mx = xr[c] > mx ? xr[c] : mx;
-  }}
-  for (int32_t c = 0; c < {depth}; ++c) {{
-    usum += (uint32_t){t_exp}[mx - xr[c]];
-  }}
-  log_sum = {log}((int32_t)usum);
-  adjusted = {rq}((int32_t)((uint32_t)log_sum + 0x80000000u), {p.reverse_scaling_divisor},
-                  {-p.reverse_scaling_right_shift});
-  if (adjusted < {p.diff_min - 1}) {{
-    adjusted = {p.diff_min - 1};
-  }}
-  for (int32_t c = 0; c < {depth}; ++c) {{
-    const int32_t d = (int32_t)xr[c] - mx;
-    int32_t r = -128;
-    if (d > adjusted) {{
-      r = tvm_rdbpot(unary_wsub({t_scaled}[-d], log_sum), 22) + 127;
-      {_clamp("r", -128, 127)}
-    }}
-    yr[c] = (int8_t)r;
-  }}
-}}
-return 0;"""
+    code = fill(_LOG_SOFTMAX_I8, X=x, Y=y, DEPTH=p.shape[-1], OUTER=math.prod(p.shape[:-1]), EXP=t_exp,
+                SCALED=t_scaled, LOG=log, RQ=rq, DIVISOR=p.reverse_scaling_divisor,
+                SHIFT=-p.reverse_scaling_right_shift, MIN=p.diff_min - 1)
     return KernelCode(code, inplace=(0,))

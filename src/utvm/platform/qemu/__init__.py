@@ -1,8 +1,10 @@
 """QEMU Cortex-M platforms: utvm firmware on qemu-system-arm's MPS2 boards (docs/architecture.md §9).
 
-`qemu-cortex-m3` (mps2-an385), `qemu-cortex-m4` (mps2-an386, hard float), `qemu-cortex-m7` (mps2-an500).
+`qemu-cortex-m3` (mps2-an385), `qemu-cortex-m4` (mps2-an386, hard float), `qemu-cortex-m7` (mps2-an500),
+`qemu-cortex-m33` (mps2-an505, run Secure) and `qemu-cortex-m0` (Armv6-M code on mps2-an385's Cortex-M3).
 
-- `boards`: the board table (machine, core, compiler flags) and toolchain lookup.
+- `boards`: the board table (machine, core, memory map, UART0, clock, compiler flags) and toolchain lookup.
+- `isa`: proof that an image stays within its board's instruction set (Armv6-M for `qemu-cortex-m0`).
 - `project`: self-contained firmware projects from `template/` (startup + vector table, linker script,
   CMSDK UART0, SysTick, semihosting, TVMPlatform hooks, Makefile), built with make and cached.
 - `runner`: QEMU's command line and `QemuTransport`, the binary-clean byte link over UART0.

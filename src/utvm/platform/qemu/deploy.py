@@ -396,7 +396,15 @@ Standalone firmware written by `utvm deploy` ({compiled.options.convention} conv
   UART, SysTick and semihosting; `crt/` the utvm C runtime, when this convention needs it.
 {_libm_note(compiled)}
 {"- Built with the RPC server: after printing, the firmware serves RPC on the UART." if with_rpc else ""}
-"""
+{_isa_note(board)}"""
+
+
+def _isa_note(board: Board) -> str:
+    if board.isa_check is None:
+        return ""
+    return (f"- Every object is compiled for `-mcpu={board.cpu}` ({board.isa_check}) and runs on `{board.machine}`,\n"
+            f"  whose core also runs instructions {board.isa_check} lacks: check the image with\n"
+            f"  `python -m utvm.platform.qemu.image_check build/firmware.elf` (`utvm deploy --build` does).\n")
 
 
 # --- running and reading the output ----------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""The QEMU platforms (`qemu-cortex-m3`, `qemu-cortex-m4`, `qemu-cortex-m7`): evaluation firmware with the
-RPC server on UART0, run on qemu-system-arm.
+"""The QEMU platforms (`qemu-cortex-m0`, `qemu-cortex-m3`, `qemu-cortex-m4`, `qemu-cortex-m7`,
+`qemu-cortex-m33`): evaluation firmware with the RPC server on UART0, run on qemu-system-arm (boards.py).
 
 Same interface as the host platform (`utvm.platform.Platform`):
 
@@ -25,8 +25,8 @@ from utvm.platform.qemu.boards import INSTRUCTIONS_PER_SECOND, Board, get_board
 from utvm.platform.qemu.project import APPS_DIR, FirmwareSpec, build_firmware
 from utvm.platform.qemu.runner import QemuTransport
 
-__all__ = ["CortexMFirmware", "QemuCortexM3Platform", "QemuCortexM4Platform", "QemuCortexM7Platform", "QemuPlatform",
-           "QemuTransport"]
+__all__ = ["CortexMFirmware", "QemuCortexM0Platform", "QemuCortexM3Platform", "QemuCortexM4Platform",
+           "QemuCortexM7Platform", "QemuCortexM33Platform", "QemuPlatform", "QemuTransport"]
 
 #: The host platform's test library is platform neutral (C99 + CRT); the QEMU firmware links the same file.
 TEST_FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "host"
@@ -160,7 +160,9 @@ class QemuPlatform(CortexMFirmware):
 
     def __init__(self) -> None:
         if not self.name:
-            raise PlatformError("QemuPlatform is abstract: use qemu-cortex-m3, qemu-cortex-m4 or qemu-cortex-m7")
+            from utvm.platform.qemu.boards import BOARDS
+
+            raise PlatformError(f"QemuPlatform is abstract: use one of {', '.join(BOARDS)}")
         self.board = get_board(self.name)
 
     def start(self, firmware: Path | str, **session_kwargs: Any) -> Any:
@@ -178,6 +180,14 @@ class QemuPlatform(CortexMFirmware):
             raise
 
 
+class QemuCortexM0Platform(QemuPlatform):
+    """Armv6-M code (-mcpu=cortex-m0 throughout, portable C kernels, no FPU, division in libgcc) on the AN385's
+    Cortex-M3: QEMU has no Cortex-M0 machine. Every image is proven Armv6-M-only when it is built (isa.py)."""
+
+    name = "qemu-cortex-m0"
+    target = "cortex-m0"
+
+
 class QemuCortexM3Platform(QemuPlatform):
     name = "qemu-cortex-m3"
     target = "cortex-m3"
@@ -191,3 +201,10 @@ class QemuCortexM4Platform(QemuPlatform):
 class QemuCortexM7Platform(QemuPlatform):
     name = "qemu-cortex-m7"
     target = "cortex-m7"
+
+
+class QemuCortexM33Platform(QemuPlatform):
+    """The AN505 (Armv8-M Mainline with the DSP extension and a single-precision FPU), run in Secure state."""
+
+    name = "qemu-cortex-m33"
+    target = "cortex-m33"

@@ -127,6 +127,9 @@ def project_mk(spec: FirmwareSpec) -> str:
             f"BOARD := {b.name}",
             f"QEMU_MACHINE := {b.machine}",
             f"CPU_FLAGS := {' '.join(b.cpu_flags)}",
+            f"FLASH_ORIGIN := {b.flash_origin:#010x}",
+            f"RAM_ORIGIN := {b.ram_origin:#010x}",
+            f"BOARD_DEFINES := {' '.join('-D' + d for d in b.c_defines)}",
             f"CRT_LIBS := {' '.join(spec.crt_libs)}",
             f"APP_DEFINES := {' '.join('-D' + d for d in spec.defines)}",
             f"EXTRA_CFLAGS := {' '.join(spec.extra_cflags)}",
@@ -218,12 +221,17 @@ def make(project_dir: Path, *targets: str, jobs: int | None = None) -> str:
     )
 
 
-def build_project(project_dir: Path) -> Path:
-    """Build a generated project; returns its firmware.elf."""
+def build_project(project_dir: Path, board: Board | None = None) -> Path:
+    """Build a generated project; returns its firmware.elf. With the project's `board`, an image that leaves
+    the board's instruction set (`Board.isa_check`) is refused (PlatformError naming the instruction)."""
     make(project_dir)
     elf = Path(project_dir) / "build" / "firmware.elf"
     if not elf.is_file():
         raise BuildError(f"make in {project_dir} succeeded but produced no {elf}")
+    if board is not None and board.isa_check is not None:
+        from utvm.platform.qemu.image_check import check_image
+
+        check_image(elf, board.isa_check, board.name)
     return elf
 
 
@@ -231,7 +239,8 @@ def build_firmware(spec: FirmwareSpec, name: str = "firmware") -> Path:
     """Generate, build and cache the firmware of `spec`; returns the project directory (built).
 
     The ELF is `<project>/build/firmware.elf`, next to its map file and the -fstack-usage/-fcallgraph-info
-    outputs. Cached under utvm's cache directory by a hash of the generated project and the toolchain.
+    outputs. Cached under utvm's cache directory by a hash of the generated project and the toolchain. A
+    board with an instruction-set check (`qemu-cortex-m0`) has every build proven before it is cached.
     """
     with tempfile.TemporaryDirectory(prefix="utvm-qemu-gen-") as tmp:
         staged = generate_project(spec, Path(tmp) / "project")
@@ -242,7 +251,7 @@ def build_firmware(spec: FirmwareSpec, name: str = "firmware") -> Path:
         def builder(out: Path) -> Path:
             project = out / "project"
             shutil.copytree(staged, project)
-            build_project(project)
+            build_project(project, spec.board)  # (an image the board's ISA check refuses is never cached)
             return out / name
 
         marker = cc.cached_build([staged], extra, name, lambda out: _touch(builder(out)))

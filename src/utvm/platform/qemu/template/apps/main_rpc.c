@@ -32,12 +32,14 @@
 #include "utvm_test_functions.h"
 
 /* Under -icount shift=0 one instruction is 1 ns of virtual time: 1 ms is 10^6 instructions, i.e. 500000
- * iterations of this two-instruction loop (subs + bne). */
+ * iterations of this two-instruction loop (subs + bne). A low register ("l") makes it the 16-bit SUBS every
+ * core has, Armv6-M's included; `.syntax unified` because GCC hands Thumb-1 (Armv6-M) inline assembly to the
+ * assembler in the old divided syntax (and restores unified syntax after it on every target). */
 void UTVMPlatformSleepMs(uint32_t ms) {
   uint32_t i;
   for (i = 0u; i < ms; ++i) {
     uint32_t n = 500000u;
-    __asm__ volatile("1: subs %0, %0, #1\n\tbne 1b" : "+r"(n) : : "cc");
+    __asm__ volatile(".syntax unified\n1: subs %0, %0, #1\n\tbne 1b" : "+l"(n) : : "cc");
   }
 }
 

@@ -3,6 +3,9 @@
  *
  * Reset: copy .data from flash, zero .bss, paint the unused stack (for utvm_stack_high_water), enable the FPU
  * when built for one, run main(), and end the emulation with main's return value (semihosting).
+ * The same C serves every core: Armv6-M (built for the Cortex-M0: no VTOR, nothing but Armv6-M instructions,
+ * which the compiler guarantees for C and the inline assembly here keeps to: MRS, DSB, MOV from SP), Armv7-M
+ * and Armv8-M Mainline (the Cortex-M33 runs it in Secure state: VTOR and CPACR are then the Secure ones).
  * A fault ends the emulation with exit status 128 + the exception number (HardFault: 131), so the host can
  * tell a crash from a normal exit.
  */
@@ -97,7 +100,10 @@ void Reset_Handler(void) {
   UTVM_SCB_CPACR |= (0xFu << 20);
   __asm__ volatile("dsb\n\tisb" ::: "memory");
 #endif
+#if !defined(__ARM_ARCH_6M__)
+  /* Armv6-M has no VTOR (the Cortex-M0 reads its vector table at 0x0, where mps2.ld puts it). */
   UTVM_SCB_VTOR = (uint32_t)(uintptr_t)utvm_vector_table;
+#endif
   utvm_semihost_exit(main());
 }
 

@@ -1,5 +1,5 @@
 /*
- * uart.c -- polled driver for the CMSDK APB UART0 of the MPS2 images (0x40004000).
+ * uart.c -- polled driver for the CMSDK APB UART0 of the MPS2 images (UTVM_UART0_BASE, utvm_mps2.h).
  *
  * Polled: no interrupt handler runs, so nothing the host does changes the instruction count of a computation.
  * While waiting for input the core sleeps (utvm_uart_wait_rx: WFI, woken by the RX interrupt with interrupts
@@ -55,15 +55,15 @@ size_t utvm_uart_read_available(uint8_t* out, size_t max_bytes) {
 void utvm_uart_wait_rx(void) {
   /* PRIMASK set: a pending interrupt wakes WFI but is not taken (Armv7-M ARM, B1.5.19). */
   __asm__ volatile("cpsid i" ::: "memory");
-  UTVM_NVIC_ISER0 = 1u << UTVM_UART0_RX_IRQ;
+  UTVM_NVIC_ISER(UTVM_UART0_RX_IRQ) = UTVM_NVIC_BIT(UTVM_UART0_RX_IRQ);
   while ((UTVM_UART_STATE & UTVM_UART_STATE_RXFULL) == 0u) {
     __asm__ volatile("wfi" ::: "memory");
     UTVM_UART_INTSTATUS = UTVM_UART_INT_RX; /* write 1 to clear */
-    UTVM_NVIC_ICPR0 = 1u << UTVM_UART0_RX_IRQ;
+    UTVM_NVIC_ICPR(UTVM_UART0_RX_IRQ) = UTVM_NVIC_BIT(UTVM_UART0_RX_IRQ);
   }
   /* Disabled in the NVIC, the line may become pending again but is never taken. */
-  UTVM_NVIC_ICER0 = 1u << UTVM_UART0_RX_IRQ;
+  UTVM_NVIC_ICER(UTVM_UART0_RX_IRQ) = UTVM_NVIC_BIT(UTVM_UART0_RX_IRQ);
   UTVM_UART_INTSTATUS = UTVM_UART_INT_RX;
-  UTVM_NVIC_ICPR0 = 1u << UTVM_UART0_RX_IRQ;
+  UTVM_NVIC_ICPR(UTVM_UART0_RX_IRQ) = UTVM_NVIC_BIT(UTVM_UART0_RX_IRQ);
   __asm__ volatile("dsb\n\tisb\n\tcpsie i" ::: "memory");
 }

@@ -1,7 +1,9 @@
 /*
- * utvm_mps2.h -- the few registers of the Arm MPS2 FPGA images (AN385/AN386/AN500) that utvm firmware uses:
- * the System Control Block, SysTick and the CMSDK APB UART0. Written from the Armv7-M Architecture Reference
- * Manual and the CMSDK technical reference; no vendor header is needed.
+ * utvm_mps2.h -- the few registers of the Arm MPS2 FPGA images (AN385/AN386/AN500/AN505) that utvm firmware
+ * uses: the System Control Block, SysTick, the NVIC and the CMSDK APB UART0. Written from the Armv7-M and
+ * Armv8-M Architecture Reference Manuals and the CMSDK technical reference; no vendor header is needed.
+ * Where the images differ (UART0's address and interrupt, the clock) the defaults here are the AN385's, and
+ * the project's board definitions (project.mk's BOARD_DEFINES, boards.py) override them.
  */
 #ifndef UTVM_MPS2_H_
 #define UTVM_MPS2_H_
@@ -28,14 +30,18 @@
 #define UTVM_SYST_CSR_COUNTFLAG (1u << 16)
 #define UTVM_SYST_MAX_RELOAD 0x00FFFFFFu
 
-/*! The MPS2 images clock the processor (and so SysTick with CLKSOURCE=1) at 25 MHz. Another board that reuses
- *  the architectural registers here (the serial-board platform) defines its own clock on the command line. */
+/*! The AN385/AN386/AN500 images clock the processor (and so SysTick with CLKSOURCE=1) at 25 MHz, the AN505 at
+ *  20 MHz. Another board that reuses the architectural registers here (the serial-board platform) defines its
+ *  own clock on the command line. */
 #ifndef UTVM_CPU_CLOCK_HZ
 #define UTVM_CPU_CLOCK_HZ 25000000u
 #endif
 
 /* --- CMSDK APB UART0 ---------------------------------------------------------------------------------- */
+/*! 0x40004000 on the AN385/AN386/AN500; 0x50200000 on the AN505 (the Secure alias of 0x40200000). */
+#ifndef UTVM_UART0_BASE
 #define UTVM_UART0_BASE 0x40004000u
+#endif
 #define UTVM_UART_DATA UTVM_REG32(UTVM_UART0_BASE + 0x00u)
 #define UTVM_UART_STATE UTVM_REG32(UTVM_UART0_BASE + 0x04u)
 #define UTVM_UART_CTRL UTVM_REG32(UTVM_UART0_BASE + 0x08u)
@@ -49,12 +55,19 @@
 #define UTVM_UART_CTRL_RXEN (1u << 1)
 #define UTVM_UART_CTRL_RXINTEN (1u << 3)
 #define UTVM_UART_INT_RX (1u << 1)
-/*! UART0's receive interrupt line on the MPS2 images (external interrupt 0). */
+/*! UART0's receive interrupt: external interrupt 0 on the AN385/AN386/AN500; 32 on the AN505, whose
+ *  subsystem keeps the first 32 for itself (the FPGA's expansion interrupt 0). */
+#ifndef UTVM_UART0_RX_IRQ
 #define UTVM_UART0_RX_IRQ 0u
+#endif
 
-/* --- NVIC (Armv7-M ARM, B3.4) ------------------------------------------------------------------------- */
-#define UTVM_NVIC_ISER0 UTVM_REG32(0xE000E100u) /*!< set-enable, interrupts 0-31 */
-#define UTVM_NVIC_ICER0 UTVM_REG32(0xE000E180u) /*!< clear-enable, interrupts 0-31 */
-#define UTVM_NVIC_ICPR0 UTVM_REG32(0xE000E280u) /*!< clear-pending, interrupts 0-31 */
+/* --- NVIC (Armv7-M ARM, B3.4): one bit per external interrupt, 32 to a register ------------------------- */
+#define UTVM_NVIC_ISER(irq) UTVM_REG32(0xE000E100u + 4u * ((irq) / 32u)) /*!< set-enable */
+#define UTVM_NVIC_ICER(irq) UTVM_REG32(0xE000E180u + 4u * ((irq) / 32u)) /*!< clear-enable */
+#define UTVM_NVIC_ICPR(irq) UTVM_REG32(0xE000E280u + 4u * ((irq) / 32u)) /*!< clear-pending */
+#define UTVM_NVIC_BIT(irq) (1u << ((irq) % 32u))
+#define UTVM_NVIC_ISER0 UTVM_NVIC_ISER(0u) /*!< set-enable, interrupts 0-31 */
+#define UTVM_NVIC_ICER0 UTVM_NVIC_ICER(0u) /*!< clear-enable, interrupts 0-31 */
+#define UTVM_NVIC_ICPR0 UTVM_NVIC_ICPR(0u) /*!< clear-pending, interrupts 0-31 */
 
 #endif /* UTVM_MPS2_H_ */

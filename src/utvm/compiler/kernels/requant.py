@@ -1,0 +1,493 @@
+"""Requantization, the central arithmetic of every int8 kernel, in one place.
+
+TFLite's MultiplyByQuantizedMultiplier (MBQM) of an int32 `x` by a Q31 `multiplier` and a power-of-two
+`shift`, in the op's rounding ("single": TFLITE_SINGLE_ROUNDING, one rounding of x * m / 2^(31 - shift);
+"double": gemmlowp's SaturatingRoundingDoublingHighMul then RoundingDivideByPOT, as TFLM), has several exact
+C forms. They compute the same integer on every input their legality allows; a kernel's `requant` knob
+(`utvm.compiler.schedule.requant_knob`: the same values everywhere) chooses one, `form_reason` says where a
+form is exact and available, and `Requant` writes the statements:
+
+| form   | rounding | where                                              | how                                        |
+|--------|----------|----------------------------------------------------|--------------------------------------------|
+| "c"    | both     | always                                             | the shared helpers tvm_requant_single /    |
+|        |          |                                                    | tvm_requant_double (_pm: no INT32_MIN)     |
+| "fast" | single   | every shift <= -2                                  | SMULL, ADD, ASR (high word only)           |
+| "fast" | double   | Thumb-2, every shift <= -1, multipliers >= 0       | six-instruction asm (tvm_requant_double_asm)|
+| "dbl"  | double   | DSP (SMMULR), shifts <= -1, multipliers >= 0,      | the accumulator doubled at compile time    |
+|        |          | 2 * the accumulator bound < 2^31                   | (weights and bias x2), SMMULR + rounding   |
+|        |          |                                                    | shift, the output zero point folded in     |
+
+The helpers' C lives here too (emitted once per file through `KernelContext.helper`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from utvm.compiler.kernels import KernelContext, define_helper, multipliers_pm
+from utvm.compiler.kernels.cemit import INT32_MAX, offset_term
+from utvm.compiler.kernels.isa import THUMB2_ISAS, PortableC, vocabulary_class
+from utvm.target import Target
+
+# --- the shared helpers -----------------------------------------------------------------------------------
+
+# TFLite MultiplyByQuantizedMultiplier, TFLITE_SINGLE_ROUNDING: one rounding of x * m / 2^(31 - shift).
+define_helper("requant:single", """\
+/* x * multiplier * 2^(shift - 31), rounded half up once (TFLite single rounding). shift in [-31, 30]. */
+static inline int32_t tvm_requant_single(int32_t x, int32_t multiplier, int32_t shift) {
+  const int32_t total_shift = 31 - shift;
+  const int64_t round = (int64_t)1 << (total_shift - 1);
+  const int64_t result = ((int64_t)x * (int64_t)multiplier + round) >> total_shift;
+  return (int32_t)result;
+}""", "tvm_requant_single")
+# gemmlowp SaturatingRoundingDoublingHighMul + RoundingDivideByPOT (exponent in [0, 31]).
+define_helper("gemmlowp", """\
+static inline int32_t tvm_srdhm(int32_t a, int32_t b) {
+  const int64_t ab = (int64_t)a * (int64_t)b;
+  const int64_t nudge = ab >= 0 ? ((int64_t)1 << 30) : (1 - ((int64_t)1 << 30));
+  if (a == b && a == INT32_MIN) {
+    return INT32_MAX;
+  }
+  return (int32_t)((ab + nudge) / ((int64_t)1 << 31));
+}
+static inline int32_t tvm_rdbpot(int32_t x, int32_t exponent) {
+  const int32_t mask = (int32_t)(((int64_t)1 << exponent) - 1);
+  const int32_t remainder = x & mask;
+  const int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+  return (x >> exponent) + (remainder > threshold ? 1 : 0);
+}""", "tvm_srdhm")
+# gemmlowp double rounding (TFLM).
+define_helper("requant:double", """\
+/* x * multiplier * 2^(shift - 31) with gemmlowp's two roundings (TFLM). shift in [-31, 30]. */
+static inline int32_t tvm_requant_double(int32_t x, int32_t multiplier, int32_t shift) {
+  const int32_t left_shift = shift > 0 ? shift : 0;
+  const int32_t right_shift = shift > 0 ? 0 : -shift;
+  return tvm_rdbpot(tvm_srdhm((int32_t)((uint32_t)x << left_shift), multiplier), right_shift);
+}""", "tvm_requant_double", deps=("gemmlowp",))
+# Faster, provably equal variants for a multiplier that is never INT32_MIN (every multiplier
+# QuantizeMultiplier produces is in {0} u [2^30, 2^31)), which is the only input on which
+# SaturatingRoundingDoublingHighMul saturates. Without that case gemmlowp's nudge-then-truncate is
+# floor((a*b + 2^30) / 2^31) for either sign of a*b: ab >= 0 adds 2^30 and truncation is floor; ab < 0
+# adds 1 - 2^30 and truncating towards zero gives ceil((ab + 1 - 2^30) / 2^31)
+# = floor((ab + 1 - 2^30 + 2^31 - 1) / 2^31), the same. The result fits int32 because |a*b| < 2^62
+# unless a == b == INT32_MIN. RoundingDivideByPOT is computed in 32 bits (exponent in [0, 31]:
+# 1u << 31 is defined for uint32_t). `>>` of a negative value is an arithmetic shift on every compiler
+# we target (tvm_rdbpot above relies on it too).
+define_helper("requant:double_pm", """\
+/* tvm_requant_double for multiplier != INT32_MIN (bit-identical there). shift in [-31, 30]. */
+static inline int32_t tvm_requant_double_pm(int32_t x, int32_t multiplier, int32_t shift) {
+  const int32_t left_shift = shift > 0 ? shift : 0;
+  const int32_t right_shift = shift > 0 ? 0 : -shift;
+  const int64_t ab = (int64_t)(int32_t)((uint32_t)x << left_shift) * (int64_t)multiplier;
+  const int32_t hi = (int32_t)((ab + ((int64_t)1 << 30)) >> 31);
+  const int32_t mask = (int32_t)((1u << right_shift) - 1u);
+  const int32_t remainder = hi & mask;
+  const int32_t threshold = (mask >> 1) + (hi < 0 ? 1 : 0);
+  return (hi >> right_shift) + (remainder > threshold ? 1 : 0);
+}""", "tvm_requant_double_pm")
+# gemmlowp's double rounding for 0 <= m < 2^31 and a right shift n >= 1, exactly, in six Thumb-2
+# instructions: r1 = floor((x*m + 2^30) / 2^31) (SaturatingRoundingDoublingHighMul without its
+# INT32_MIN case; the carry of LSRS is bit 30), then floor((r1 - (r1 < 0) + 2^(n-1)) / 2^n)
+# (RoundingDivideByPOT, half away from zero; the carry of ASRS is bit n-1). Idea: CMSIS-NN's optional
+# asm requantization (docs/kernels.md §4.3), written here.
+define_helper("requant:double_asm", """\
+static inline int32_t tvm_requant_double_asm(int32_t x, int32_t m, int32_t n) {
+  int32_t lo;
+  int32_t hi;
+  __asm__("smull %0, %1, %2, %3\\n\\t"
+          "lsrs %0, %0, #31\\n\\t"
+          "adc %1, %0, %1, lsl #1\\n\\t"
+          "add %1, %1, %1, asr #31\\n\\t"
+          "asrs %1, %1, %4\\n\\t"
+          "adc %1, %1, #0"
+          : "=&r"(lo), "=&r"(hi)
+          : "r"(x), "r"(m), "r"(n)
+          : "cc");
+  return hi;
+}""", "tvm_requant_double_asm")
+
+# gemmlowp's SaturatingRoundingMultiplyByPOT for 0 <= e <= 31, and TFLite's GetInvSqrtQuantizedMultiplierExp
+# (reverse_shift = -1): 1/sqrt(x) as a Q31 multiplier and a left shift, by five Newton-Raphson steps in Q3.28.
+# rsqrt (int8/int16) and l2_normalization (int8) share them; utvm.ops._quant.inv_sqrt_multiplier_exp is the
+# numpy definition.
+define_helper("sat_pot", """\
+static inline int32_t tvm_sat_pot(int32_t x, int32_t e) {
+  int32_t threshold;
+  if (e == 0) {
+    return x;
+  }
+  threshold = (int32_t)((1u << (31 - e)) - 1u);
+  if (x > threshold) {
+    return INT32_MAX;
+  }
+  if (x < -threshold) {
+    return INT32_MIN;
+  }
+  return (int32_t)((uint32_t)x << e);
+}""", "tvm_sat_pot")
+define_helper("inv_sqrt", """\
+static inline void tvm_inv_sqrt(int32_t x, int32_t* multiplier, int32_t* shift) {
+  int32_t s = 11;
+  int32_t bits = 0;
+  int32_t pairs;
+  int32_t half_input;
+  int32_t r = (int32_t)1 << 28;
+  uint32_t u;
+  int k;
+  if (x <= 1) {
+    *multiplier = INT32_MAX;
+    *shift = 0;
+    return;
+  }
+  while (x >= ((int32_t)1 << 29)) {
+    x /= 4;
+    ++s;
+  }
+  for (u = (uint32_t)x; u != 0u; u >>= 1) {
+    ++bits;
+  }
+  pairs = (31 - bits) / 2 - 1;
+  s -= pairs;
+  x = (int32_t)((uint32_t)x << (2 * pairs));
+  half_input = tvm_rdbpot(x >> 1, 1);
+  for (k = 0; k < 5; ++k) {
+    const int32_t r3 = tvm_sat_pot(tvm_srdhm(tvm_srdhm(r, r), r), 6);
+    r = tvm_sat_pot((int32_t)((uint32_t)tvm_srdhm(402653184, r) - (uint32_t)tvm_srdhm(half_input, r3)), 3);
+  }
+  r = tvm_srdhm(r, 1518500250);
+  if (s < 0) {
+    r = (int32_t)((uint32_t)r << -s);
+    s = 0;
+  }
+  *multiplier = r;
+  *shift = -s;
+}""", "tvm_inv_sqrt", deps=("gemmlowp", "sat_pot"))
+
+# --- legality ---------------------------------------------------------------------------------------------
+
+def form_reason(form: str, rounding: str, multiplier: Sequence[int], shift: Sequence[int], target: Target,
+                bound: int | None = None) -> str | None:
+    """None if requantization form `form` ("c", "fast", "dbl") is exact and available for these operands on
+    `target`; else a one-line reason. `bound`: the largest |accumulator| ("dbl" doubles it; None: unknown,
+    so "dbl" is refused)."""
+    if form == "c":
+        return None
+    if form == "fast":
+        if rounding == "single":
+            return None if max(shift) <= -2 else "a shift above -2 (the short single-rounding form needs <= -2)"
+        if target.isa not in THUMB2_ISAS:
+            return f"{target.name} lacks Thumb-2 SMULL/ADC with shifted operands"
+        if max(shift) > -1:
+            return "a left or zero shift (the asm form needs a right shift of at least 1)"
+        if min(multiplier) < 0:
+            return "a negative multiplier"
+        return None
+    if form == "dbl":
+        if not vocabulary_class(target).simd16:
+            return f"{target.name} has no SMMULR (DSP extension)"
+        if rounding != "double":
+            return "it implements double rounding only"
+        if max(shift) > -1:
+            return "a left or zero shift (it needs a right shift of at least 1)"
+        if min(multiplier) < 0:
+            return "a negative multiplier"
+        if bound is None:
+            return "the kernel has no accumulator bound to double"
+        if 2 * bound > INT32_MAX:
+            return f"2 * the accumulator bound {bound} does not fit int32"
+        return None
+    return f"unknown requantization form {form!r}"
+
+
+# --- statements -------------------------------------------------------------------------------------------
+
+class Requant:
+    """The exact requantization (MultiplyByQuantizedMultiplier in the op's rounding) in a chosen form.
+
+    "c": the shared helpers (tvm_requant_single / tvm_requant_double[_pm]).
+    "fast", single rounding, every shift <= -2 (so s = 31 - shift >= 33): with hi = (x * m) >> 32,
+      (x * m + 2^(s-1)) >> s == (hi + 2^(s-33)) >> (s-32): the low word can never carry into the result
+      (hi * 2^32 <= x*m < (hi + 1) * 2^32 and 2^(s-32) divides 2^32). SMULL, ADD, ASR.
+    "fast", double rounding, every shift <= -1 and multiplier >= 0, Thumb-2 targets: a six-instruction asm
+      (helper "requant:double_asm") computing gemmlowp's two roundings exactly.
+    "dbl", double rounding, DSP targets: the caller accumulates 2 * acc (weights and bias doubled at compile
+      time); SMMULR then the rounding shift (`dbl_requant_helper`), the output zero point added by the same
+      instruction (`folds_zero_point`: the store adds none). Operands rq_m, rq_n (multiplier, -shift).
+    Per-channel operands live in one interleaved table (one base pointer, consecutive loads).
+    """
+
+    def __init__(self, ctx: KernelContext, impl: str, rounding: str, multiplier: Sequence[int],
+                 shift: Sequence[int], table_param: str | None = None, shared_scalars: bool = False, *,
+                 zero_point: int = 0, bound: int | None = None) -> None:
+        """`table_param`: a kernel shared between layers reaches the operands through parameters: the
+        table (`self.table` names the layer's) by this name, or, with `shared_scalars`, the scalars
+        rq0.. (`self.values` holds the layer's). "dbl" only: `zero_point`, the output zero point it folds in,
+        and `bound`, the largest |accumulator| (undoubled), for its legality."""
+        self.ctx, self.impl, self.rounding = ctx, impl, rounding
+        self.multiplier, self.shift = [int(m) for m in multiplier], [int(s) for s in shift]
+        if impl in ("fast", "dbl"):
+            reason = form_reason(impl, rounding, self.multiplier, self.shift, ctx.target, bound)
+            if reason:
+                raise ctx.error(f"requant {impl}: {reason}")
+        #: the statement adds the output zero point itself ("dbl")
+        self.folds_zero_point = impl == "dbl"
+        self.fn = dbl_requant_helper(ctx, zero_point) if impl == "dbl" else ""
+        if impl == "fast" and rounding == "single":
+            ops = [self.multiplier, [1 << (-s - 2) for s in self.shift], [-s - 1 for s in self.shift]]
+        elif impl in ("fast", "dbl"):
+            ops = [self.multiplier, [-s for s in self.shift]]
+        else:
+            ops = [self.multiplier, self.shift]
+        #: the operands' names as scalars (setup) or hoisted locals (`hoist`)
+        self.names = ("rq_m", "rq_n") if impl == "dbl" else tuple(f"rq{t}" for t in range(len(ops)))
+        self.width = len(ops)
+        self.values = [o[0] for o in ops]
+        same = all(len(set(o)) == 1 for o in ops)
+        self.uniform = same if table_param is None else shared_scalars
+        if shared_scalars and not same:
+            raise ctx.error("a shared kernel with scalar requantization operands needs one multiplier and shift")
+        self.ref = table_param
+        self.table = ""
+        if self.uniform:
+            self.setup = "" if table_param else "".join(f"const int32_t {n} = {v};\n"
+                                                        for n, v in zip(self.names, self.values, strict=True))
+        else:
+            self.setup = ""
+            inter = np.array(ops, np.int64).T.reshape(-1)
+            self.table = ctx.table("int32_t", inter, "rq")
+            self.ref = table_param or self.table
+
+    @staticmethod
+    def fast_reason(rounding: str, multiplier: Sequence[int], shift: Sequence[int], target: Target) -> str | None:
+        """None if the "fast" form is exact and available for these parameters on `target`; else why not."""
+        return form_reason("fast", rounding, multiplier, shift, target)
+
+    def operand(self, t: int, oc: str) -> str:
+        return self.names[t] if self.uniform else f"{self.ref}[({oc}) * {self.width} + {t}]"
+
+    def hoist(self, suffix: str, oc: str) -> list[str]:
+        """C declaring the operands of output channel `oc` as locals `<name><suffix>` (loaded once, before a
+        loop); `stmt(v, oc, suffix)` reads them."""
+        return [f"const int32_t {n}{suffix} = "
+                f"{n if self.uniform else f'{self.ref}[({oc}) * {self.width}{offset_term(t)}]'};"
+                for t, n in enumerate(self.names)]
+
+    def stmt(self, v: str, oc: str, suffix: str | None = None) -> str:
+        """C statement: `v` (int32 lvalue) = `v` requantized for output channel `oc` (no output offset unless
+        `folds_zero_point`); `suffix`: read the locals `hoist(suffix, oc)` declared."""
+        ops = [self.operand(t, oc) if suffix is None else n + suffix for t, n in enumerate(self.names)]
+        a, b = ops[0], ops[1]
+        if self.impl == "dbl":
+            return f"{v} = {self.fn}({v}, {a}, {b});"
+        if self.impl == "fast" and self.rounding == "single":
+            return f"{v} = ((int32_t)(((int64_t){v} * {a}) >> 32) + {b}) >> {ops[2]};"
+        if self.impl == "fast":
+            fn = self.ctx.helper("requant:double_asm")
+            return f"{v} = {fn}({v}, {a}, {b});"
+        fn = self.ctx.helper("requant_pm" if multipliers_pm(self.multiplier) else "requant", self.rounding)
+        return f"{v} = {fn}({v}, {a}, {b});"
+
+
+def store_stmt(v: str, zp: int | str, lo: int | str, hi: int | str, dst: str, ssat: bool = False) -> str:
+    """C: add the output zero point to int32 `v`, clamp it to [lo, hi] (a sub-range of int8) and store it
+    as int8 at `dst`. `ssat`: saturate to int8 with SSAT first (one instruction; `ssat_available`), so only
+    bounds inside [-128, 127] need a compare. zp, lo and hi are numbers or C expressions (a shared kernel's
+    parameters: then both bounds are always compared)."""
+    if isinstance(zp, str):
+        zp_s = f" + {zp}"
+    else:
+        zp_s = f" + {zp}" if zp > 0 else (f" - {-zp}" if zp < 0 else "")
+    lines = [f"{v} = {v}{zp_s};"]
+    if ssat:
+        lines.append(f"{v} = __ssat({v}, 8);")
+    if isinstance(lo, str) or lo > -128 or not ssat:
+        lines.append(f"{v} = {v} < {lo} ? {lo} : {v};")
+    if isinstance(hi, str) or hi < 127 or not ssat:
+        lines.append(f"{v} = {v} > {hi} ? {hi} : {v};")
+    lines.append(f"{dst} = (int8_t){v};")
+    return "\n".join(lines)
+
+
+def ssat_available(ctx: KernelContext) -> bool:
+    """Whether SSAT may be used (every Thumb-2 Cortex-M has it); requests <arm_acle.h> when it may."""
+    if not ctx.isa.thumb2:
+        return False
+    ctx.isa.use_sat()
+    return True
+
+
+def dbl_requant_helper(ctx: KernelContext, zp: int) -> str:
+    """The name of `int32_t f(int32_t acc2, int32_t m, int32_t n)`: requant(acc, m, -n) + zp for acc2 = 2 * acc
+    (gemmlowp double rounding; m in [0, 2^31), n >= 1, |acc2| < 2^31; see the module docstring)."""
+    name = f"tvm_rq2_zp{zp}" if zp >= 0 else f"tvm_rq2_zpm{-zp}"
+    last = f"adc %0, %0, #{zp}" if zp >= 0 else f"sbc %0, %0, #{-zp - 1}"
+    if name not in ctx.file.names:
+        ctx.file.names.add(name)
+        ctx.file.decls.insert(0, f"""\
+/* 2*acc -> gemmlowp requant(acc, m, -n) {'+' if zp >= 0 else '-'} {abs(zp)}: SMMULR is
+   SaturatingRoundingDoublingHighMul (m != INT32_MIN), then RoundingDivideByPOT (n >= 1; the carry of ASRS is
+   bit n - 1), the zero point in the last add. */
+static inline int32_t {name}(int32_t acc2, int32_t m, int32_t n) {{
+  int32_t r;
+  __asm__("smmulr %0, %1, %2\\n\\t"
+          "add %0, %0, %0, asr #31\\n\\t"
+          "asrs %0, %0, %3\\n\\t"
+          "{last}"
+          : "=&r"(r)
+          : "r"(acc2), "r"(m), "r"(n)
+          : "cc");
+  return r;
+}}""")
+    return name
+
+
+# --- int16 x int8 ("16x8": conv2d, depthwise_conv2d, dense, matmul, transpose_conv) ---------------------------
+
+# TFLite's MultiplyByQuantizedMultiplier(int64_t x, int32_t multiplier, int shift) (the int16 x int8 kernels'):
+# "double" is the default build (TFLM): the multiplier reduced to 16 bits, one rounding; "single" is
+# TFLITE_SINGLE_ROUNDING. Products and sums in uint64 (wrap-around instead of signed overflow), the final
+# arithmetic shift and the int32 truncation as TFLite's C++ does them.
+define_helper("conv16_requant64:double", """\
+static inline int32_t tvm_conv16_requant64_double(int64_t x, int32_t multiplier, int32_t shift) {
+  const int64_t reduced = multiplier < 0x7FFF0000 ? (int64_t)((multiplier + (1 << 15)) >> 16) : 0x7FFF;
+  const int32_t total_shift = 15 - shift;
+  const uint64_t v = (uint64_t)x * (uint64_t)reduced + ((uint64_t)1 << (total_shift - 1));
+  return (int32_t)((int64_t)v >> total_shift);
+}""", "tvm_conv16_requant64_double")
+define_helper("conv16_requant64:single", """\
+static inline int32_t tvm_conv16_requant64_single(int64_t x, int32_t multiplier, int32_t shift) {
+  const int32_t total_shift = 31 - shift;
+  const uint64_t v = (uint64_t)x * (uint64_t)(int64_t)multiplier + ((uint64_t)1 << (total_shift - 1));
+  return (int32_t)((int64_t)v >> total_shift);
+}""", "tvm_conv16_requant64_single")
+
+
+def requant_int16_stmts(ctx: KernelContext, rounding: str, acc_bits: int, acc: str, mult: str, shift: str,
+                        zero_point: int, lo: int, hi: int, dst: str) -> str:
+    """The 16x8 epilogue on the int64 accumulator `acc` (bias already added): requantize (int64 MBQM, or the
+    int32 one on the wrapped int32 accumulator for acc_bits 32), add the output zero point, clamp, store."""
+    clamp = ctx.helper("clamp_i32")
+    if acc_bits == 32:
+        rq = ctx.helper("requant", rounding)
+        scaled = f"{rq}((int32_t)(uint32_t)(uint64_t){acc}, {mult}, {shift})"
+    else:
+        rq = ctx.helper(f"conv16_requant64:{rounding}")
+        scaled = f"{rq}({acc}, {mult}, {shift})"
+    return f"{dst} = (int16_t){clamp}({scaled}{offset_term(zero_point)}, {int(lo)}, {int(hi)});"
+
+
+# --- the int8 output stage of a convolution / dense layer (conv2d, depthwise_conv2d, dense, matmul, ...) --------
+
+def x_abs_max(input_zero_point: int) -> int:
+    """The largest |x - input_zero_point| of an int8 x."""
+    return max(127 - input_zero_point, 128 + input_zero_point)
+
+
+def acc_bound(x_abs: int, w_abs_sums: np.ndarray | Sequence[int] | int, bias_abs: np.ndarray | int = 0) -> int:
+    """The bound of an int32 accumulator `bias + sum (x - zp) * w`, the one definition every kernel proves its
+    accumulators by: the largest over outputs of `x_abs * sum|w| + |bias|` (`w_abs_sums`: per output, or one
+    number for all; `bias_abs`: per output, or one number). It bounds every partial sum in any order, so an
+    int32 sum of any reassociation is exact when it is at most INT32_MAX."""
+    per_out = x_abs * np.asarray(w_abs_sums, np.int64) + np.asarray(bias_abs, np.int64)
+    return int(np.max(per_out, initial=0))
+
+
+@dataclass(frozen=True)
+class OutputStage:
+    """The int8 output stage of one node, prepared once (TFLM's OpData): the requantization operands, the zero
+    points, the fused activation's range, the accumulator bound and, where the kernel folds it, the initial
+    accumulator per output (`init`: bias - input_zp * sum w). Emitters take it whole."""
+
+    rounding: str
+    multiplier: tuple[int, ...]
+    shift: tuple[int, ...]
+    input_zp: int
+    output_zp: int
+    act_min: int
+    act_max: int
+    #: the largest |accumulator| (`acc_bound`)
+    bound: int
+    #: the weights are quantized per output channel (a workload property: every layer of a task agrees)
+    per_channel: bool
+    has_bias: bool
+    init: tuple[int, ...] | None = None
+
+    @property
+    def uniform(self) -> bool:
+        """One multiplier and one shift for every output."""
+        return len(set(self.multiplier)) == 1 and len(set(self.shift)) == 1
+
+    def form_reason(self, form: str, target: Target) -> str | None:
+        """`form_reason` of requantization form `form` for this stage on `target`."""
+        return form_reason(form, self.rounding, self.multiplier, self.shift, target, self.bound)
+
+
+# --- depthwise_conv2d (plane), pools and add/sub/mul: the SSAT store and the 32-bit input rescale ---------------
+
+def clamp_store(v: str, zp: int, lo: int, hi: int, dst: str, sat: PortableC | None) -> str:
+    """C: int32 `v` plus the output zero point, clamped to [lo, hi] (within int8), stored at `dst`. With `sat`
+    (a vocabulary with SSAT) the zero point is added inside one SSAT #8 (exact: the clamp range lies inside
+    it) and only bounds inside [-128, 127] are compared; without it, `store_stmt`."""
+    if sat is None:
+        return store_stmt(v, zp, lo, hi, dst)
+    out = [f"{v} = {sat.ssat(f'{v}{offset_term(zp)}', 8)};"]
+    if lo > -128:
+        out.append(f"{v} = {v} < {lo} ? {lo} : {v};")
+    if hi < 127:
+        out.append(f"{v} = {v} > {hi} ? {hi} : {v};")
+    return "\n".join(out + [f"{dst} = (int8_t){v};"])
+
+
+def rdbpot_const_stmts(dst: str, src: str, exponent: int) -> str:
+    """C declaring int32 `dst` = gemmlowp RoundingDivideByPOT(`src`, exponent) for a constant exponent in
+    [0, 31] (the constants of tvm_rdbpot folded; `src` must be a side-effect-free int32 expression)."""
+    if exponent == 0:
+        return f"const int32_t {dst} = {src};"
+    mask = (1 << exponent) - 1
+    return (f"const int32_t {dst} = ({src} >> {exponent}) + "
+            f"((({src}) & {mask}) > ({mask >> 1} + ({src} < 0 ? 1 : 0)) ? 1 : 0);")
+
+
+def rescale_input_stmts(dst: str, va: str, zero_point: int, left_shift: int, multiplier: int, shift: int,
+                        rounding: str) -> str | None:
+    """32-bit C for `dst` = requant(va << left_shift, multiplier, shift) where va = x - zero_point of an int8
+    x, or None when the 32-bit form does not provably fit.
+
+    With L = left_shift and a multiplier m that is never INT32_MIN, both roundings of MBQM of va * 2^L are
+    floor((va * m + 2^(D-1)) / 2^D) (then, for double rounding, RoundingDivideByPOT by -shift) with
+    D = 31 - L (double) or 31 - shift - L (single), because va * m * 2^L + 2^(30...) shares the factor 2^L
+    with 2^31. Writing m = mh * 2^D + ml (0 <= ml < 2^D) gives va * mh + ((va * ml + 2^(D-1)) >> D) exactly;
+    every term is checked here to fit int32 from the actual zero point and multiplier."""
+    if shift > 0 or multiplier < 0 or multiplier >= 1 << 31 or not 0 <= left_shift <= 30:
+        return None
+    d = 31 - left_shift if rounding == "double" else 31 - shift - left_shift
+    if not 1 <= d <= 30:
+        return None
+    va_max = max(abs(-128 - zero_point), abs(127 - zero_point))
+    if (va_max << left_shift) > INT32_MAX:
+        return None  # the original operand itself would not be an int32
+    mh, ml = multiplier >> d, multiplier & ((1 << d) - 1)
+    low_max = va_max * ml + (1 << (d - 1))
+    if low_max > INT32_MAX or va_max * mh + (low_max >> d) + 1 > INT32_MAX:
+        return None
+    high = f"{va} * {mh}" if mh != 1 else va
+    low = f"(({va} * {ml} + {1 << (d - 1)}) >> {d})"  # ml == 0: 2^(d-1) >> d == 0
+    expr = " + ".join(t for t, keep in ((high, mh != 0), (low, ml != 0)) if keep) or "0"
+    if rounding == "double" and shift < 0:
+        return f"const int32_t {dst}_h = {expr};\n" + rdbpot_const_stmts(dst, f"{dst}_h", -shift)
+    return f"const int32_t {dst} = {expr};"
+
+
+def rescale_stmts(ctx: KernelContext, dst: str, va: str, zero_point: int, left_shift: int, multiplier: int,
+                  shift: int, rounding: str, fast32: bool) -> str:
+    """C declaring int32 `dst` = MBQM(va << left_shift, multiplier, shift), the input rescale of the binary
+    ops (`va`: a side-effect-free int32 expression, x - zero_point of an int8 x). `fast32`: the 32-bit form
+    (`rescale_input_stmts`) where it provably fits; otherwise (and without it) the shared helper."""
+    fast = rescale_input_stmts(dst, va, zero_point, left_shift, multiplier, shift, rounding) if fast32 else None
+    if fast is not None:
+        return fast
+    x = f"{va} * {1 << left_shift}" if left_shift else va
+    return f"const int32_t {dst} = {ctx.helper('requant', rounding)}({x}, {multiplier}, {shift});"
