@@ -803,9 +803,8 @@ _CALL = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 def libm_functions(sources: Mapping[str, str]) -> tuple[str, ...]:
     """The <math.h> functions (`MATH_FUNCTIONS`) the C `sources` (file name -> text) call, sorted, read from the
     text (comments and string literals are not code). Generated C never needs it: its kernels report their
-    calls (`model_libm_functions`). It is for C utvm did not write (user operators' files), for an MLF written
-    before metadata.json recorded `libm_functions`, and for kernels still on the deprecated
-    `KernelCode.uses_libm`."""
+    calls (`model_libm_functions`). It is for C utvm did not write (user operators' files) and for an MLF
+    written before metadata.json recorded `libm_functions`."""
     found: set[str] = set()
     for text in sources.values():
         code = _C_COMMENT_OR_LITERAL.sub(" ", text)

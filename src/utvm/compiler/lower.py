@@ -313,10 +313,6 @@ def lower(graph: Graph, model_name: str, rounding: str = "single", algorithm: st
         code = kernel(ctx)
         if not isinstance(code, KernelCode):
             raise CompileError(f"{node.label(i)}: kernel returned {type(code).__name__}, not KernelCode")
-        if code.uses_libm:  # DEPRECATED flag of a kernel not yet reporting through ctx.libm: read its calls
-            from utvm.compiler.codegen import libm_functions  # (codegen imports this module)
-
-            ops_file.libm.update(libm_functions({name: code.body}))
         funcs.append(OperatorFunc(name, i, node, tuple(x for _j, x in rt_inputs), tuple(node.outputs), code,
                                   task, dict(ctx.schedule), source))
 

@@ -24,7 +24,7 @@ Rules for kernel bodies (they are checked by the tests of every op):
   returns (recorded: the file includes <math.h>, the metadata lists it for the link; a helper that calls one
   names it in `define_helper(..., libm=...)`), and spells a float constant of its body with
   `ctx.literal(v, dtype)` / `ctx.float_literal(v)` (NAN / INFINITY are recorded; tables record them
-  themselves). `KernelCode.uses_libm` is the deprecated flag of kernels not yet converted.
+  themselves).
 - Integer helpers (requantization, saturation, gemmlowp primitives) come from `ctx.helper(name)`, which
   emits each helper once per file: the rounding choice lives there only
   (`ctx.helper("requant", params.rounding)`: the op module resolved which rounding that op uses).
@@ -111,9 +111,6 @@ class KernelCode:
     body: str
     scratch_bytes: int = 0
     inplace: tuple[int, ...] = ()
-    #: DEPRECATED (kernels not yet converted to `ctx.libm`): True when the body calls <math.h> functions;
-    #: lowering then reads their names from the body (KernelContext.libm records them as data instead)
-    uses_libm: bool = False
     #: what goes before the function's definition (a macro from a helper, e.g. TVM_NO_SCHED)
     attributes: str = ""
     #: bytes of state kept across runs (`ctx.state`); 0 for stateless kernels

@@ -364,9 +364,9 @@ def _element(ctx: KernelContext, p: BinaryParams, ins: list[str], y: str) -> str
         if op == "div":
             return _float_store(ctx, f"{a} {_C_OPS[op]} {b}", p.act_min, p.act_max, y)
         if op == "floor_div":
-            return f"{y} = floorf({a} / {b});"
+            return f"{y} = {ctx.libm('floorf')}({a} / {b});"
         if op == "floor_mod":
-            return (f"const float vb = {b};\nconst float t = fmodf({a}, vb);\n"
+            return (f"const float vb = {b};\nconst float t = {ctx.libm('fmodf')}({a}, vb);\n"
                     f"{y} = (t != 0.0f && ((vb < 0.0f) != (t < 0.0f))) ? t + vb : t;")
         return f"const float d = {a} - {b};\n{y} = d * d;"
     if p.dtype == "int32":
@@ -433,5 +433,4 @@ def binary_family(ctx: KernelContext) -> KernelCode:
         pre = for_loop("i", 0, nb, block(f"if ({ctx.inputs[1]}[i] == 0.0f)", "return 1;")) if nb else None
     data = range(1, 3) if p.op == "select" else range(len(p.shapes))
     inplace = _inplace(p.shapes, p.output_shape, data) if p.dtype == p.out_dtype else ()
-    uses_libm = p.op in ("floor_div", "floor_mod")
-    return KernelCode(body=lines(pre, loops, "return 0;"), inplace=inplace, uses_libm=uses_libm)
+    return KernelCode(body=lines(pre, loops, "return 0;"), inplace=inplace)
