@@ -23,8 +23,9 @@ from kernel_harness import Batch, int8_weights, per_channel, per_tensor, scales 
 from schedule_harness import check_batch, run_local, run_on_platform, sweep  # noqa: E402
 
 from utvm.compiler.kernels import FileScope, KernelContext  # noqa: E402
-from utvm.compiler.kernels._gemm import Requant, pad4  # noqa: E402
+from utvm.compiler.kernels._gemm import pad4  # noqa: E402
 from utvm.compiler.kernels.conv import direct_default, direct_knobs  # noqa: E402
+from utvm.compiler.kernels.requant import form_reason  # noqa: E402
 from utvm.compiler.lower import choose_schedule, fold_constant_aliases  # noqa: E402
 from utvm.compiler.schedule import Schedule  # noqa: E402
 from utvm.target import get_target  # noqa: E402
@@ -118,7 +119,7 @@ def test_every_point_kind_on_qemu(platform: str, target: str) -> None:
 ])
 def test_fast_requantization_is_offered_only_where_it_is_exact(rounding: str, shifts: list[int],
                                                                multipliers: list[int], target: str, ok: bool) -> None:
-    assert (Requant.fast_reason(rounding, multipliers, shifts, get_target(target)) is None) == ok
+    assert (form_reason("fast", rounding, multipliers, shifts, get_target(target)) is None) == ok
 
 
 def test_single_rounding_short_form_is_exact() -> None:

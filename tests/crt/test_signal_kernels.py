@@ -98,11 +98,7 @@ def test_integer_helpers(runner: Path) -> None:
 def _fft_request(dtype: str, inverse: bool, nfft: int, row: np.ndarray) -> str:
     """A request carrying the tables signal_rfft / signal_irfft get from the kernel (kernels/signal.py)."""
     ncfft = nfft // 2
-    factors = sig.fft_factors(ncfft)
-    stages, m = [], ncfft
-    for f in factors:
-        m //= f
-        stages += [f, m]
+    stages = sig.fft_stages(ncfft)
     tw = [v for pair in sig.fft_twiddles(ncfft, inverse, dtype) for v in pair]
     stw = [v for pair in sig.fft_super_twiddles(nfft, inverse, dtype) for v in pair]
 
@@ -111,7 +107,7 @@ def _fft_request(dtype: str, inverse: bool, nfft: int, row: np.ndarray) -> str:
             return " ".join(f"{float(np.float32(v)):.9g}" for v in np.asarray(values).reshape(-1).tolist())
         return _ints(values)
 
-    return (f"{'irfft' if inverse else 'rfft'} {_FFT_SUFFIX[dtype]} {nfft} {len(factors)} "
+    return (f"{'irfft' if inverse else 'rfft'} {_FFT_SUFFIX[dtype]} {nfft} {len(stages)} "
             f"{_ints(sig.fft_leaf_order(ncfft))} {_ints(stages)} {text(tw)} {text(stw)} {text(row)}")
 
 

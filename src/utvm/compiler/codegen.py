@@ -192,9 +192,9 @@ class _Arg:
     shape: tuple[int, ...]
 
 
-def _unpack_statements(prefix: str, func: str, args: Sequence[_Arg], shapes: _Shapes, var: str = "data",
+def _unpack_statements(prefix: str, func: str, args: Sequence[_Arg], shapes: _Shapes,
                        func_expr: str | None = None) -> str:
-    """C statements checking num_args and every DLTensor argument into void* var[i].
+    """C statements checking num_args and every DLTensor argument into void* data[i].
 
     Error texts name `func` (or the run-time string `func_expr`, a C expression, when given)."""
     n = len(args)
@@ -205,14 +205,8 @@ def _unpack_statements(prefix: str, func: str, args: Sequence[_Arg], shapes: _Sh
     for i, a in enumerate(args):
         code, bits = DL_TYPES[a.dtype]
         stmts += [f"err = {prefix}_tensor_arg({fname}, \"{c_string(a.name)}\", args, type_codes, {i}, \"{a.dtype}\", "
-                  f"{code}U, {bits}U, {len(a.shape)}, {shapes.get(a.shape)}, &{var}[{i}]);", _RETURN_ERR]
+                  f"{code}U, {bits}U, {len(a.shape)}, {shapes.get(a.shape)}, &data[{i}]);", _RETURN_ERR]
     return lines(stmts)
-
-
-def _unpack_block(prefix: str, func: str, args: Sequence[_Arg], shapes: _Shapes, var: str = "data",
-                  func_expr: str | None = None) -> str:
-    """`_unpack_statements` indented one level, as a function body holds them."""
-    return indent(_unpack_statements(prefix, func, args, shapes, var, func_expr))
 
 
 def _packed_function(head: str, prefix: str, name: str, args: Sequence[_Arg], shapes: _Shapes, call: str) -> str:

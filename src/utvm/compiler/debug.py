@@ -91,13 +91,9 @@ def debug_source(compiled: Any) -> str:
         cname = f"{p}_op{k}"
         entries.append((op.name, cname))
         args = [codegen._Arg(t.name, t.dtype, t.shape) for t in op.args]
-        bodies.append(
-            f"/* {op.node}: packed wrapper of {op.name} ({op.op}) */\n"
-            f"static int {cname}({codegen.PACKED_PARAMS}) {{\n"
-            f"  void* data[{max(len(args), 1)}];\n  int err;\n  (void)out_ret_value;\n  (void)resource_handle;\n"
-            f"{codegen._unpack_block(p, op.name, args, shapes)}\n"
-            "  *out_ret_tcode = (int)kTVMNullptr;\n"
-            f"  return (int){op.name}({codegen.raw_call_args(*_raw_signature(op))});\n}}\n")
+        wrapper = codegen._packed_function(f"static int {cname}({codegen.PACKED_PARAMS})", p, op.name, args, shapes,
+                                           f"{op.name}({codegen.raw_call_args(*_raw_signature(op))})")
+        bodies.append(f"/* {op.node}: packed wrapper of {op.name} ({op.op}) */\n{wrapper}\n")
     forward = (
         f"/* Call `name` from the model's own system library. */\n"
         f"static int {p}_forward(const char* name, {codegen.PACKED_PARAMS}) {{\n"

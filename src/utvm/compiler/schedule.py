@@ -112,18 +112,22 @@ class Space:
                      {v: shared_names + tuple(k.name for k in branches[v]) for v in selector.values},
                      dict(legacy or {}), dict(added or {}))
 
+    def _branch(self, value: Any) -> tuple[Knob, ...]:
+        """The knobs besides the selector that the selector's `value` has (none for a value it lacks)."""
+        members = self.branches.get(value, ())
+        return tuple(k for k in self.knobs[1:] if k.name in members)
+
     def _active(self, point: Mapping[str, Any]) -> tuple[Knob, ...]:
         """The knobs a point of this space names: every knob (flat) or the selector and its branch."""
         if not self.branches:
             return self.knobs
-        members = self.branches.get(point.get(self.knobs[0].name), ())
-        return (self.knobs[0], *(k for k in self.knobs[1:] if k.name in members))
+        return (self.knobs[0], *self._branch(point.get(self.knobs[0].name)))
 
     def _sub_spaces(self) -> list[tuple[Any, tuple[Knob, ...]]]:
+        """(selector value, the knobs of its branch) per branch; (None, every knob) for a flat space."""
         if not self.branches:
             return [(None, self.knobs)]
-        sel = self.knobs[0]
-        return [(v, tuple(k for k in self.knobs[1:] if k.name in self.branches[v])) for v in sel.values]
+        return [(v, self._branch(v)) for v in self.knobs[0].values]
 
     @property
     def size(self) -> int:

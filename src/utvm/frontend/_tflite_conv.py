@@ -36,8 +36,7 @@ def _conv(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> None:
     x, w = imp.tensors[ins[0]], imp.tensors[ins[1]]
     imp.check_hybrid(op, ins[0], ins[1])
     if len(x.shape) != 4 or len(w.shape) != 4:
-        raise ModelFormatError(f"operator {op.index} ({op.code}): input {x.name!r} and filter {w.name!r} must be "
-                               "rank 4")
+        raise ModelFormatError(f"{label(op)}: input {x.name!r} and filter {w.name!r} must be rank 4")
     o = op.options
     strides = (int(o["stride_h"]), int(o["stride_w"]))
     dilation = (int(o.get("dilation_h", 1)) or 1, int(o.get("dilation_w", 1)) or 1)

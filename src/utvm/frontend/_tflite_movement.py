@@ -113,15 +113,14 @@ def _pad(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> None:
     pads = imp.const_ints(op.inputs[1], "paddings")
     x = imp.tensors[ins[0]]
     if pads.shape != (len(x.shape), 2):
-        raise ModelFormatError(f"operator {op.index} ({op.code}): paddings shape {list(pads.shape)} does not fit "
-                               f"input rank {len(x.shape)}")
+        raise ModelFormatError(f"{label(op)}: paddings shape {list(pads.shape)} does not fit input rank {len(x.shape)}")
     y = imp.tensors[outs[0]]
     value: float | int = 0.0
     if len(ins) > 2 and ins[2]:
         values = imp.const(op.inputs[2], "constant_values")
         if values.size != 1:
-            raise ModelFormatError(f"operator {op.index} ({op.code}): constant_values {ins[2]!r} has "
-                                   f"{values.size} elements; it must be a scalar")
+            raise ModelFormatError(f"{label(op)}: constant_values {ins[2]!r} has {values.size} elements; it must be "
+                                   "a scalar")
         value = values.ravel()[0].item()
     elif y.dtype in ("int8", "uint8"):  # TFLite Micro pads the other types with 0
         value = y.quant.zero_point[0] if y.quant is not None else 0

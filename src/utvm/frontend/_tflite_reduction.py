@@ -19,17 +19,29 @@ from utvm.frontend._tflite_core import (
 )
 
 
+def _axes(imp: Importer, op: RawOp, ins: list[str]) -> tuple[int, ...]:
+    """The constant axis operand (input 1) of a two-input reduction."""
+    arity(imp, op, ins, 2, 2)
+    return tuple(int(a) for a in int32_const(imp, op, 1, "axis").ravel())
+
+
+def _axis(imp: Importer, op: RawOp, ins: list[str]) -> int:
+    """The one axis of an operator whose axis operand (input 1) must hold exactly one."""
+    axes = _axes(imp, op, ins)
+    if len(axes) != 1:
+        raise ModelFormatError(f"{label(op)}: axis {ins[1]!r} has {len(axes)} elements; it must be one")
+    return axes[0]
+
+
 @converter("MEAN")
 def _mean(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> None:
-    arity(imp, op, ins, 2, 2)
-    axes = tuple(int(a) for a in int32_const(imp, op, 1, "axis").ravel())
+    axes = _axes(imp, op, ins)
     imp.emit("mean", [ins[0]], outs, axes=axes, keepdims=bool(op.options.get("keep_dims", False)))
 
 
 @converter("REDUCE_MAX", "REDUCE_MIN", "SUM", "REDUCE_ALL")
 def _reduce(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> None:
-    arity(imp, op, ins, 2, 2)
-    axes = tuple(int(a) for a in int32_const(imp, op, 1, "axis").ravel())
+    axes = _axes(imp, op, ins)
     name = {"REDUCE_MAX": "reduce_max", "REDUCE_MIN": "reduce_min", "SUM": "reduce_sum",
             "REDUCE_ALL": "reduce_all"}[op.code]
     imp.emit(name, [ins[0]], outs, axes=axes, keepdims=bool(op.options.get("KeepDims", False)))
@@ -37,24 +49,17 @@ def _reduce(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> None:
 
 @converter("ARG_MAX", "ARG_MIN")
 def _arg(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> None:
-    arity(imp, op, ins, 2, 2)
-    axis = int32_const(imp, op, 1, "axis").ravel()
-    if axis.size != 1:
-        raise ModelFormatError(f"{label(op)}: axis {ins[1]!r} has {axis.size} elements; it must be one")
+    axis = _axis(imp, op, ins)
     out = imp.tensors[outs[0]]
     if out.dtype != "int32":
         raise UnsupportedModelError(f"{label(op)}: output {out.name!r} is {out.dtype}; TFLite Micro's "
                                     f"{op.code} writes only int32")
-    imp.emit(op.code.lower(), [ins[0]], outs, axis=int(axis[0]))
+    imp.emit(op.code.lower(), [ins[0]], outs, axis=axis)
 
 
 @converter("CUMSUM")
 def _cumsum(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> None:
-    arity(imp, op, ins, 2, 2)
-    axis = int32_const(imp, op, 1, "axis").ravel()
-    if axis.size != 1:
-        raise ModelFormatError(f"{label(op)}: axis {ins[1]!r} has {axis.size} elements; it must be one")
-    imp.emit("cumsum", [ins[0]], outs, axis=int(axis[0]), exclusive=bool(op.options.get("Exclusive", False)),
+    imp.emit("cumsum", [ins[0]], outs, axis=_axis(imp, op, ins), exclusive=bool(op.options.get("Exclusive", False)),
              reverse=bool(op.options.get("Reverse", False)))
 
 

@@ -1,4 +1,4 @@
-"""TFLite import of the signal operator family (registered into utvm.frontend.tflite with `converter`).
+"""TFLite import of the signal operator family (utvm.ops.signal): TFLite Micro's signal library.
 
 TFLite Micro's signal library ops are CUSTOM operators ("SignalWindow", ...) whose options are a flexbuffer
 map; TFLM reads its values by position in key order, we read them by key (the same values for the maps
@@ -10,41 +10,49 @@ from __future__ import annotations
 from typing import Any
 
 from utvm.errors import ModelFormatError, UnsupportedModelError
-from utvm.frontend._tflite_core import Importer, RawOp, arity, converter
+from utvm.frontend._tflite_core import Importer, RawOp, arity, converter, label
 
 # TensorType codes of the FFTs' "T" option
 _FFT_TYPES = {0: "float32", 2: "int32", 7: "int16"}
 
 
 def _options(op: RawOp, keys: tuple[str, ...], bools: tuple[str, ...] = ()) -> dict[str, Any]:
-    label = f"operator {op.index} ({op.code})"
     if not op.custom_options:
-        raise ModelFormatError(f"{label} has no custom options; it needs {', '.join(keys)}")
+        raise ModelFormatError(f"{label(op)} has no custom options; it needs {', '.join(keys)}")
     from flatbuffers import flexbuffers
 
     try:
         root = flexbuffers.Loads(op.custom_options)
     except Exception as exc:  # noqa: BLE001 - any parser failure is a format error
-        raise ModelFormatError(f"{label}: custom options are not a flexbuffer map: {exc}") from exc
+        raise ModelFormatError(f"{label(op)}: custom options are not a flexbuffer map: {exc}") from exc
     if not isinstance(root, dict):
-        raise ModelFormatError(f"{label}: custom options are a flexbuffer {type(root).__name__}, not a map")
+        raise ModelFormatError(f"{label(op)}: custom options are a flexbuffer {type(root).__name__}, not a map")
     out = {}
     for k in keys:
         if k not in root:
-            raise ModelFormatError(f"{label}: custom options lack {k!r} (have {sorted(root)})")
+            raise ModelFormatError(f"{label(op)}: custom options lack {k!r} (have {sorted(root)})")
         v = root[k]
         if k in bools and isinstance(v, bool | int):  # TFLM's ElementAsBool: any non-zero value is true
             out[k] = bool(v)
             continue
         if isinstance(v, bool) or not isinstance(v, int):
-            raise ModelFormatError(f"{label}: custom option {k!r} must be an integer, got {v!r}")
+            raise ModelFormatError(f"{label(op)}: custom option {k!r} must be an integer, got {v!r}")
         out[k] = int(v)
     return out
 
 
 def _outs(op: RawOp, outs: list[str], n: int) -> None:
     if len(outs) != n:
-        raise ModelFormatError(f"operator {op.index} ({op.code}) has {len(outs)} outputs; expected {n}")
+        raise ModelFormatError(f"{label(op)} has {len(outs)} outputs; expected {n}")
+
+
+def _check_t(imp: Importer, op: RawOp, ins: list[str], t: int, types: dict[int, str], supported: str) -> None:
+    """Option T (a TensorType code): one of `types` (TFLM's `supported` ones), and the input's dtype."""
+    if t not in types:
+        raise UnsupportedModelError(f"{label(op)}: T = TensorType {t} is not supported (TFLM: {supported})")
+    dt = imp.tensors[ins[0]].dtype
+    if dt != types[t]:
+        raise ModelFormatError(f"{label(op)}: T says {types[t]} but input {ins[0]!r} is {dt}")
 
 
 @converter("CUSTOM:SignalWindow")
@@ -67,13 +75,7 @@ def _rfft(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> None:
     arity(imp, op, ins, 1, 1)
     _outs(op, outs, 1)
     o = _options(op, ("T", "fft_length"))
-    if o["T"] not in _FFT_TYPES:
-        raise UnsupportedModelError(f"operator {op.index} ({op.code}): T = TensorType {o['T']} is not supported "
-                                    "(TFLM: INT16, INT32, FLOAT32)")
-    dt = imp.tensors[ins[0]].dtype
-    if dt != _FFT_TYPES[o["T"]]:
-        raise ModelFormatError(f"operator {op.index} ({op.code}): T says {_FFT_TYPES[o['T']]} but input "
-                               f"{ins[0]!r} is {dt}")
+    _check_t(imp, op, ins, o["T"], _FFT_TYPES, "INT16, INT32, FLOAT32")
     name = "signal_rfft" if op.code.endswith("SignalRfft") else "signal_irfft"
     imp.emit(name, ins, outs, fft_length=o["fft_length"])
 
@@ -147,13 +149,7 @@ def _overlap_add(imp: Importer, op: RawOp, ins: list[str], outs: list[str]) -> N
     arity(imp, op, ins, 1, 1)
     _outs(op, outs, 1)
     o = _options(op, ("T", "frame_step"))
-    types = {0: "float32", 7: "int16"}
-    if o["T"] not in types:
-        raise UnsupportedModelError(f"operator {op.index} ({op.code}): T = TensorType {o['T']} is not supported "
-                                    "(TFLM: INT16, FLOAT32)")
-    if imp.tensors[ins[0]].dtype != types[o["T"]]:
-        raise ModelFormatError(f"operator {op.index} ({op.code}): T says {types[o['T']]} but input {ins[0]!r} is "
-                               f"{imp.tensors[ins[0]].dtype}")
+    _check_t(imp, op, ins, o["T"], {0: "float32", 7: "int16"}, "INT16, FLOAT32")
     imp.emit("signal_overlap_add", ins, outs, frame_step=o["frame_step"])
 
 

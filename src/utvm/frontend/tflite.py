@@ -48,20 +48,16 @@ from utvm.errors import GraphError, ModelFormatError, UnsupportedModelError
 from utvm.frontend._tflite_core import (
     CONVERTERS,
     OUT_OF_SCOPE,
-    VARIABLE_STATE_OPS,
     Importer,
     ImportQuirkWarning,
     Problem,
     RawModel,
     RawOp,
     RawTensor,
-    converter,
-    tflite_padding,
 )
 from utvm.ir.graph import Graph
 
-__all__ = ["OUT_OF_SCOPE", "SUPPORTED_OPERATORS", "VARIABLE_STATE_OPS", "ImportQuirkWarning", "Problem", "converter",
-           "from_tflite", "survey", "tflite_padding"]
+__all__ = ["OUT_OF_SCOPE", "SUPPORTED_OPERATORS", "ImportQuirkWarning", "Problem", "from_tflite", "survey"]
 
 _PARSER_ERRORS = (IndexError, struct.error, ValueError, TypeError, AttributeError, UnicodeDecodeError,
                   OverflowError, KeyError, RecursionError, MemoryError)

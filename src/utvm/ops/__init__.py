@@ -4,8 +4,8 @@ This file is the contract between the frontends (which produce these ops), the r
 the C code generator. Layout is NHWC everywhere (the ONNX frontend converts). Tensors are float32, or int8
 with per-tensor activations / per-channel (axis 0 of OHWI, axis 3 of 1HW(C*M)) weights and int32 biases, or
 int16 activations (16x8: int8 weights, int64/int32 biases), plus bool/int32/int64/uint32/uint64 where
-TFLite Micro's kernels take them. Every op belongs to one family module (FAMILY_MODULES at the end of this
-file), which declares its ops in `OPS`; the ops listed below are documented here, the other families
+TFLite Micro's kernels take them. Every op belongs to one family module (FAMILY_MODULES below), which
+declares its ops in `OPS`; the ops listed below are documented here, the other families
 (unary, movement, gather, transpose_conv, recurrent, signal; `custom`, user operators; and the rest of
 binary and reduction) document their ops, dtypes and attributes in their own module docstrings, and
 docs/operators.md maps every TFLite operator to them. Stateful ops define `state_spec` (utvm.ir.interp).
@@ -64,7 +64,6 @@ FULLY_CONNECTED rounds once there, every other kernel uses gemmlowp double round
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, Mapping
 from types import ModuleType
 
 ACTIVATIONS = ("none", "relu", "relu6", "relu_n1_to_1", "tanh", "sign_bit")
@@ -76,47 +75,18 @@ FAMILY_MODULES: tuple[str, ...] = ("conv2d", "dense", "pool", "reduction", "bina
                                    "transpose_conv", "recurrent", "signal", "custom")
 
 
-def declared_ops(module: ModuleType) -> tuple[str, ...]:
-    """The ops a family module defines: its `OPS`."""
-    return tuple(module.OPS)
-
-
-def _registry() -> dict[str, str]:
-    out: dict[str, str] = {}
-    for family in FAMILY_MODULES:
-        for op in declared_ops(importlib.import_module(f"utvm.ops.{family}")):
-            if op in out:
-                raise RuntimeError(f"op {op!r} is defined by both utvm.ops.{out[op]} and utvm.ops.{family}")
-            out[op] = family
-    return out
-
-
-class _Registry(Mapping[str, str]):
-    """op name -> family module, built from the modules' `OPS` on first use (the families import utvm.ir,
-    which imports this package's names: building it at import time would be a cycle)."""
-
-    def __init__(self) -> None:
-        self._ops: dict[str, str] | None = None
-
-    def _get(self) -> dict[str, str]:
-        if self._ops is None:
-            self._ops = _registry()
-        return self._ops
-
-    def __getitem__(self, op: str) -> str:
-        return self._get()[op]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._get())
-
-    def __len__(self) -> int:
-        return len(self._get())
-
-
 #: op name -> the module under utvm.ops that defines infer/prepare/reference for it
-OP_MODULES: Mapping[str, str] = _Registry()
+OP_MODULES: dict[str, str] = {}
 
 
 def op_module(op: str) -> ModuleType:
     """The module that defines `op`; UnsupportedOperatorError-free: callers check `op in OP_MODULES`."""
     return importlib.import_module(f"utvm.ops.{OP_MODULES[op]}")
+
+
+# Built last: the families import utvm.ir, which imports OP_MODULES and op_module from here.
+for _family in FAMILY_MODULES:
+    for _op in importlib.import_module(f"utvm.ops.{_family}").OPS:
+        if _op in OP_MODULES:
+            raise RuntimeError(f"op {_op!r} is defined by both utvm.ops.{OP_MODULES[_op]} and utvm.ops.{_family}")
+        OP_MODULES[_op] = _family

@@ -110,7 +110,6 @@ COMPARE_SHIFT = 8
 ADD_N_SHIFT = 20
 SQDIFF_SHIFT = {"int8": 7, "int16": 0}
 INT32_MIN, INT32_MAX = _quant.INT32_MIN, _quant.INT32_MAX
-INT32_RANGE = (INT32_MIN, INT32_MAX)
 
 
 @dataclass(frozen=True)
@@ -263,7 +262,7 @@ def _elementwise(node: Node, graph: Graph, oshape: tuple[int, ...], rounding: st
     dtype = a.dtype
     act = c.activation(node, graph)
     if dtype == "int32":
-        lo, hi = INT32_RANGE if node.op == "add" else _int32_activation_range(act)
+        lo, hi = _int32_activation_range("none" if node.op == "add" else act)  # TFLM's int32 ADD ignores it
     else:
         lo, hi = c.act_range(node, graph, y)
     base = dict(op=node.op, dtype=dtype, a_shape=tuple(a.shape), b_shape=tuple(b.shape), output_shape=oshape,

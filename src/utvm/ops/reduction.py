@@ -73,28 +73,10 @@ L2_EPSILON = np.float32(1e-6)
 
 
 @dataclass(frozen=True)
-class MeanParams:
-    """A mean (and global_avg_pool2d): reduce `axes` (non-negative, sorted) of `input_shape` into
-    `output_shape` (`keepdims` keeps them as 1s); `count` elements per output. int8/int16: zero points, and
-    the multiplier/shift that already include the division by `count` (see the module docstring)."""
-
-    dtype: str
-    input_shape: tuple[int, ...]
-    output_shape: tuple[int, ...]
-    axes: tuple[int, ...]
-    keepdims: bool
-    count: int
-    input_zero_point: int = 0
-    output_zero_point: int = 0
-    multiplier: int = 0
-    shift: int = 0
-    rounding: str = "single"
-
-
-@dataclass(frozen=True)
-class ReduceParams:
-    """reduce_max/min/sum: reduce `axes` (non-negative, sorted, unique) of `input_shape`; `count` elements
-    per output. int reduce_sum: zero points and the (multiplier, shift) of s_in / s_out."""
+class _OverAxes:
+    """A reduction of `axes` (non-negative, sorted, unique) of `input_shape` into `output_shape` (`keepdims`
+    keeps them as 1s); `count` elements per output. Integer: zero points, and the requantization's
+    (multiplier, shift)."""
 
     op: str
     dtype: str
@@ -103,11 +85,22 @@ class ReduceParams:
     axes: tuple[int, ...]
     keepdims: bool
     count: int
+    rounding: str
     input_zero_point: int = 0
     output_zero_point: int = 0
     multiplier: int = 0
     shift: int = 0
-    rounding: str = "double"
+
+
+@dataclass(frozen=True)
+class MeanParams(_OverAxes):
+    """mean, and global_avg_pool2d (`op`): int8/int16's multiplier/shift already include the division by
+    `count` (see the module docstring)."""
+
+
+@dataclass(frozen=True)
+class ReduceParams(_OverAxes):
+    """reduce_max/min/sum/all. int reduce_sum: the (multiplier, shift) of s_in / s_out."""
 
 
 @dataclass(frozen=True)
@@ -286,8 +279,8 @@ def prepare_mean(node: Node, graph: Graph, axes: tuple[int, ...], keepdims: bool
     shape = tuple(x.shape)
     axes = resolve_axes(node, graph, len(shape), axes)
     count = _count(shape, axes)
-    base = dict(dtype=x.dtype, input_shape=shape, output_shape=reduced_shape(shape, axes, keepdims), axes=axes,
-                keepdims=keepdims, count=count, rounding=rounding)
+    base = dict(op=node.op, dtype=x.dtype, input_shape=shape, output_shape=reduced_shape(shape, axes, keepdims),
+                axes=axes, keepdims=keepdims, count=count, rounding=rounding)
     if x.dtype == "float32":
         return MeanParams(**base)
     zp_in, zp_out, m, e = _sum_requantization(node, graph, x, y, rounding)

@@ -584,6 +584,16 @@ def fft_factors(n: int) -> list[int]:
 FFT_RADICES = (2, 3, 4, 5)  # TFLM's build has no scratch for KISS FFT's generic butterfly (it crashes)
 
 
+def fft_stages(n: int) -> list[tuple[int, int]]:
+    """KISS FFT's stages of a complex length n, outermost first: (radix p, sub-length m), m being n divided by
+    this and every earlier radix (kf_work runs them innermost first; stage (p, m) has fstride n / (p * m))."""
+    out, m = [], n
+    for p in fft_factors(n):
+        m //= p
+        out.append((p, m))
+    return out
+
+
 def fft_leaf_order(n: int) -> list[int]:
     """The input index each output slot of kf_work's recursion starts from (mixed-radix digit reversal)."""
 
@@ -667,20 +677,13 @@ class _Fixed:
 
 
 def _kiss_fft(fx: _Fixed, re: np.ndarray, im: np.ndarray, inverse: bool) -> tuple[np.ndarray, np.ndarray]:
-    """kiss_fft of n complex values (power of two), fixed point; returns new arrays."""
+    """kiss_fft of n complex values (radices 2, 3, 4 and 5), fixed point; returns new arrays."""
     n = len(re)
     order = np.asarray(fft_leaf_order(n))
     tw = np.asarray(fft_twiddles(n, inverse, "int16" if fx.bits == 16 else "int32"), dtype=np.int64)
     twr, twi = tw[:, 0], tw[:, 1]
     fr, fi = re[order].copy(), im[order].copy()
-    factors = fft_factors(n)
-    # stages innermost first: stage s has radix p and sub-length m; fstride = n / (p * m)
-    ms = []
-    m = n
-    for p in factors:
-        m //= p
-        ms.append(m)
-    for p, m in reversed(list(zip(factors, ms, strict=True))):
+    for p, m in reversed(fft_stages(n)):  # innermost first
         fstride = n // (p * m)
         blocks = np.arange(0, n, p * m)
         u = np.arange(m)

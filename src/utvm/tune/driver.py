@@ -217,23 +217,22 @@ def tune(model: Any, log_path: str | os.PathLike[str], platform: str = "host", *
         tasks = [t for t in tasks if t.key in set(only)]
     say(f"{len(tasks)} task(s) on {_cell(m.platform_name)} (target {m.target}); costs in {m.unit}; "
         f"{trials} trials per task, {strategy} search, {batch} candidates per firmware; log {_cell(path)}")
-    kept = tlog.unique(records)
+    # A point written before a knob was renamed or its space became conditional is read as the space names
+    # it now (Space.normalize): an old log resumes instead of measuring its points again, and the same point
+    # in the old and the new form is one point (log.unique).
+    spaces = {t.key: t.space for t in tasks}
+    kept = tlog.unique(dataclasses.replace(r, schedule=spaces[r.task].normalize(r.schedule)) if r.task in spaces
+                       else r for r in records)
     if len(kept) < len(records):
         say(f"the log holds {len(records) - len(kept)} record(s) of points measured before (concurrent tuners?): "
             "of each point the first measurement without an error counts")
 
     # What the log already holds, per task (only points of the task's current space count), one record per
     # point (log.unique: of a point measured twice, the first without an error).
-    # A point written before a knob was renamed or its space became conditional is read as the space names
-    # it now (Space.normalize), so an old log resumes instead of measuring its points again.
     done: dict[str, dict[str, tlog.Record]] = {t.key: {} for t in tasks}
-    spaces = {t.key: t.space for t in tasks}
     for r in kept:
         if r.task in done and r.target == m.target and r.unit == m.unit:  # another clock: measured again
-            now = spaces[r.task].normalize(r.schedule)
-            if now != r.schedule:
-                r = dataclasses.replace(r, schedule=now)
-            done[r.task].setdefault(r.schedule_key(), r)
+            done[r.task][r.schedule_key()] = r
     budgets = []
     for t in tasks:
         legal = legal_points(t.space)

@@ -118,8 +118,9 @@ class KernelCode:
 
 
 # --- helpers: shared C functions a kernel may ask for ---------------------------------------------------
-# Each is emitted at most once per file, only when requested. `{rounding}` variants are chosen here, in
-# one place; kernels call the name `ctx.helper("requant", p.rounding)` returns without knowing its body.
+# Each is emitted at most once per file, only when requested. The `requant:<rounding>` variants (defined in
+# kernels/requant) are chosen in `KernelContext.helper`; kernels call the name `ctx.helper("requant",
+# p.rounding)` returns without knowing its body.
 
 _HELPERS: dict[str, str] = {
     "string": "#include <string.h>",
@@ -187,10 +188,6 @@ for _key, (_code, _name) in PRELUDE_HELPERS.items():
     define_helper(_key, _code, _name)
 
 
-
-
-# --- formatting of C literals: utvm.compiler.kernels.cemit (re-exported here) ------------------------
-
 def dtype_of_ctype(ctype: str) -> str:
     for k, v in C_TYPES.items():
         if v == ctype and k != "bool":
@@ -243,8 +240,6 @@ class KernelContext:
         self.task_count = 1
         self._params: Any = None
         self._isa: PortableC | None = None
-        #: the <math.h> functions this node's kernel called through `libm` (the file records them too)
-        self.libm_calls: set[str] = set()
 
     def workload(self) -> dict[str, Any]:
         """What makes this node's kernel one tuning task: op, shapes, dtypes, which inputs are constants,
@@ -332,14 +327,13 @@ class KernelContext:
         for dep in _HELPER_DEPS.get(key, ()):
             self.file.require(dep)
         self.file.require(key)
-        return _HELPER_NAMES[key] if key in _HELPER_NAMES else _HELPER_NAMES[name]
+        return _HELPER_NAMES[key]
 
     def libm(self, name: str) -> str:
         """Call the C99 <math.h> function `name` (e.g. "expf") in this kernel: returns the name to call and
         records it, so the file includes <math.h> and the model's metadata lists it for the link (-lm)."""
         if name not in MATH_FUNCTIONS:
             raise self.error(f"{name!r} is not a C99 <math.h> function")
-        self.libm_calls.add(name)
         self.file.libm.add(name)
         return name
 

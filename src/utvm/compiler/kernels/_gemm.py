@@ -39,7 +39,7 @@ import numpy as np
 from utvm.compiler.kernels import KernelCode, KernelContext, multipliers_pm
 from utvm.compiler.kernels.cemit import block, for_loop, hex_words_body, indent, lines, table_decl
 from utvm.compiler.kernels.isa import PortableC
-from utvm.compiler.kernels.requant import OutputStage, Requant, ssat_available, store_stmt
+from utvm.compiler.kernels.requant import OutputStage, Requant, clamp_store
 from utvm.compiler.schedule import Knob, Schedule, no_sched_knob, requant_knob, unroll_knob
 
 #: accumulators a register block may hold (Cortex-M has 13 usable registers; pointers and temps need some)
@@ -284,7 +284,7 @@ class GemmBlock:
     every output channel, `oc_block` at a time. SIMD weights are packed by `pack_weights` in blocks of
     `oc_block` channels, group-major inside a block, so one pointer walks the whole table in order. `init`
     gives the C expression of an output channel's initial accumulator; zp, lo and hi are numbers or C
-    expressions (a shared GEMM's parameters)."""
+    expressions (a shared GEMM's parameters); `ssat`: the store saturates with SSAT first."""
 
     v: PortableC
     n: int  # output channels
@@ -398,7 +398,8 @@ class GemmBlock:
                 a = accs[i][j]
                 ch = f"oc + {i}" if i else "oc"
                 out.append(self.rq.stmt(a, ch))
-                out.append(store_stmt(a, self.zp, self.lo, self.hi, f"{ys[j]}[{ch}]", self.ssat))
+                out.append(clamp_store(a, self.zp, self.lo, self.hi, f"{ys[j]}[{ch}]",
+                                       self.v if self.ssat else None, zp_in_sat=False))
         return lines(out)
 
 
@@ -433,7 +434,9 @@ def gemm_kernel(ctx: KernelContext, s: Schedule, layer: GemmLayer) -> KernelCode
     table = words_table(ctx, packed, f"w{s['w_fmt']}") if simd else ctx.table("int8_t", packed, "wpk")
     rq = Requant(ctx, s["requant"], st.rounding, st.multiplier, st.shift, "rq" if share else None,
                  shared_scalars=share and not st.per_channel)
-    ssat = ssat_available(ctx)
+    ssat = v.thumb2  # SSAT #8 before the clamp: every Thumb-2 Cortex-M has it
+    if ssat:
+        v.use_sat()
     bias: str | None
     zp: int | str
     lo: int | str

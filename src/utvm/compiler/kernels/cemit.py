@@ -90,7 +90,8 @@ FLOAT_SPECIALS = ("NAN", "INFINITY")
 def c_literal(value: Any, dtype: str) -> str:
     """One value as a C literal of `dtype` (exact for float32: 9 significant digits round-trip)."""
     if dtype == "float32":
-        v = float(np.float32(value))
+        with np.errstate(over="ignore"):  # beyond float32's range: INFINITY, as the C compiler would round it
+            v = float(np.float32(value))
         if math.isnan(v):
             return "NAN"
         if math.isinf(v):
@@ -111,7 +112,9 @@ def c_literal(value: Any, dtype: str) -> str:
 
 def has_float_specials(values: np.ndarray | Sequence[Any], dtype: str) -> bool:
     """Whether a float table of `values` spells NAN or INFINITY (the file then includes <math.h>)."""
-    return dtype == "float32" and not bool(np.all(np.isfinite(np.asarray(values).astype(np.float64))))
+    # as c_literal writes them: float32 (a float64 beyond float32's range is written INFINITY)
+    with np.errstate(over="ignore"):
+        return dtype == "float32" and not bool(np.all(np.isfinite(np.asarray(values, np.float64).astype(np.float32))))
 
 
 def c_array_body(values: np.ndarray | Sequence[Any], dtype: str, per_line: int = 16) -> str:

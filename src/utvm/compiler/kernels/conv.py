@@ -28,7 +28,7 @@ from functools import cached_property
 
 import numpy as np
 
-from utvm.compiler.kernels import KernelCode, KernelContext, c_literal, multipliers_pm, register
+from utvm.compiler.kernels import KernelCode, KernelContext, c_literal, register
 from utvm.compiler.kernels._dot import dot_offsets, dot_run
 from utvm.compiler.kernels._gemm import (
     LEGACY,
@@ -43,7 +43,7 @@ from utvm.compiler.kernels._gemm import (
 )
 from utvm.compiler.kernels._window import Axis, origin_stmt, pos, tap_range
 from utvm.compiler.kernels.cemit import INT32_MAX, block, fill, for_loop, lines
-from utvm.compiler.kernels.requant import OutputStage, acc_bound, requant_int16_stmts, x_abs_max
+from utvm.compiler.kernels.requant import OutputStage, acc_bound, c_helper, requant_int16_stmts, x_abs_max
 from utvm.compiler.schedule import EMPTY_SPACE, Knob, Schedule, Space
 from utvm.ops.conv2d import Conv2DParams
 
@@ -129,16 +129,15 @@ def int8_stage(ctx: KernelContext, p: Conv2DParams) -> OutputStage:
     if w is not None and (not p.has_bias or b is not None):
         n_out = p.output_shape[3]
         w64 = w.astype(np.int64)
-        per = w64.reshape(n_out, -1) if p.op == "conv2d" else w64.reshape(-1, n_out).T
-        wsum, wabs = per.sum(axis=1), np.abs(per).sum(axis=1)
+        wsum = w64.reshape(n_out, -1).sum(axis=1) if p.op == "conv2d" else w64.reshape(-1, n_out).sum(axis=0)
         folded = (b.astype(np.int64).reshape(-1) if b is not None else 0) + (-p.input_zero_point) * wsum
-        if 128 * int(wabs.max(initial=0)) <= INT32_MAX and int(np.abs(folded).max(initial=0)) <= INT32_MAX:
+        if 128 * int(per_oc.max(initial=0)) <= INT32_MAX and int(np.abs(folded).max(initial=0)) <= INT32_MAX:
             init = tuple(int(v) for v in np.broadcast_to(folded, (n_out,)))
     w_t = ctx.in_tensor(1)
     per_channel = w_t is not None and w_t.quant is not None and w_t.quant.per_channel and len(w_t.quant.scale) > 1
     return OutputStage(p.rounding, tuple(int(m) for m in p.multiplier), tuple(int(s) for s in p.shift),
                        p.input_zero_point, p.output_zero_point, int(p.act_min), int(p.act_max),
-                       acc_bound(xmax, per_oc, bias_abs), per_channel, p.has_bias, init)
+                       acc_bound(xmax, per_oc, bias_abs), per_channel, init)
 
 
 def accumulator_bound(ctx: KernelContext, p: Conv2DParams) -> str:
@@ -288,7 +287,7 @@ class _Direct:
 
     def epilogue_int8(self, acc: str, oc: str, dst: str, add_bias: bool = True) -> str:
         ctx, p = self.ctx, self.p
-        rq = ctx.helper("requant_pm" if multipliers_pm(p.multiplier) else "requant", p.rounding)
+        rq = c_helper(ctx, p.rounding, p.multiplier)
         clamp = ctx.helper("clamp_i32")
         mult, shift = self.requant_terms(oc)
         bias = f"{acc} += {ctx.inputs[2]}[{oc}];" if p.has_bias and add_bias else ""

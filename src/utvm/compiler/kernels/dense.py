@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from utvm.compiler.kernels import KernelCode, KernelContext, c_literal, multipliers_pm, offset_term, register
+from utvm.compiler.kernels import KernelCode, KernelContext, c_literal, offset_term, register
 from utvm.compiler.kernels._dot import dot_run
 from utvm.compiler.kernels._gemm import (
     LEGACY,
@@ -29,7 +29,14 @@ from utvm.compiler.kernels._gemm import (
     pad4,
 )
 from utvm.compiler.kernels.cemit import INT32_MAX, for_loop, lines
-from utvm.compiler.kernels.requant import OutputStage, acc_bound, requant_int16_stmts, x_abs_max
+from utvm.compiler.kernels.requant import (
+    OutputStage,
+    acc_bound,
+    c_helper,
+    operand_terms,
+    requant_int16_stmts,
+    x_abs_max,
+)
 from utvm.compiler.schedule import EMPTY_SPACE, Knob, Schedule, Space
 from utvm.ops.dense import DenseParams
 
@@ -58,7 +65,7 @@ def int8_stage(ctx: KernelContext, p: DenseParams) -> OutputStage | None:
     q = w_t.quant
     return OutputStage(p.rounding, tuple(int(m) for m in p.multiplier), tuple(int(s) for s in p.shift),
                        p.input_zero_point, p.output_zero_point, int(p.act_min), int(p.act_max), bound,
-                       q is not None and q.per_channel and len(q.scale) > 1, p.has_bias,
+                       q is not None and q.per_channel and len(q.scale) > 1,
                        tuple(int(v) for v in init) if folds else None)
 
 
@@ -124,9 +131,9 @@ def dense(ctx: KernelContext) -> KernelCode:
         return _dense_int16(ctx, p)
     if p.dtype != "int8":
         raise ctx.error(f"no dense kernel for dtype {p.dtype}")
-    rq = ctx.helper("requant_pm" if multipliers_pm(p.multiplier) else "requant", p.rounding)
+    rq = c_helper(ctx, p.rounding, p.multiplier)
     clamp = ctx.helper("clamp_i32")
-    mult, shift = _requant_terms(ctx, p)
+    mult, shift = operand_terms(ctx, p.multiplier, p.shift, "o")
     store = [f"acc = {rq}(acc, {mult}, {shift}){offset_term(p.output_zero_point)};",
              f"{y}[b * {p.units} + o] = (int8_t){clamp}(acc, {int(p.act_min)}, {int(p.act_max)});"]
     stage = int8_stage(ctx, p)
@@ -144,16 +151,9 @@ def dense(ctx: KernelContext) -> KernelCode:
     return KernelCode(body=body + "\nreturn 0;")
 
 
-def _requant_terms(ctx: KernelContext, p: DenseParams) -> tuple[str, str]:
-    """C expressions of output o's multiplier and shift: literals when uniform, else tables."""
-    if len(set(p.multiplier)) == 1 and len(set(p.shift)) == 1:
-        return str(p.multiplier[0]), str(p.shift[0])
-    return ctx.table("int32_t", p.multiplier, "multiplier") + "[o]", ctx.table("int32_t", p.shift, "shift") + "[o]"
-
-
 def _dense_int16(ctx: KernelContext, p: DenseParams) -> KernelCode:
     x, w, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
-    mult, shift = _requant_terms(ctx, p)
+    mult, shift = operand_terms(ctx, p.multiplier, p.shift, "o")
     bias = f"acc += (int64_t){ctx.inputs[2]}[o];" if p.has_bias else ""
     x_off, w_off = offset_term(-p.input_zero_point), offset_term(-p.weight_zero_point)
     store = requant_int16_stmts(ctx, p.rounding, p.acc_bits, "acc", mult, shift, p.output_zero_point,

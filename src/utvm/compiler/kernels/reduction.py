@@ -27,7 +27,7 @@ from utvm.compiler.kernels import (
     register,
     strides_of,
 )
-from utvm.compiler.kernels.cemit import indent
+from utvm.compiler.kernels.cemit import for_loop, indent
 from utvm.ops.reduction import (
     CUMSUM_LEFT_SHIFT,
     L2_EPSILON,
@@ -65,25 +65,15 @@ def _reduction_nest(shape: tuple[int, ...], axes: tuple[int, ...], init: str, st
     runs = _runs(shape, axes)
     kept = [(e, s) for red, e, s in runs if not red]
     reduced = [(e, s) for red, e, s in runs if red]
-    lines = ["int32_t io = 0;", "const int32_t k_base0 = 0;"]
-    for d, (extent, stride) in enumerate(kept):
-        lines.append(indent(f"for (int32_t k{d} = 0; k{d} < {extent}; ++k{d}) {{", d))
-        lines.append(indent(f"  const int32_t k_base{d + 1} = k_base{d} + k{d} * {stride};", d))
-    depth = len(kept)
-    lines.append(indent(init, depth))
-    lines.append(indent(f"const int32_t r_base0 = k_base{depth};", depth))
-    for d, (extent, stride) in enumerate(reduced):
-        lines.append(indent(f"for (int32_t r{d} = 0; r{d} < {extent}; ++r{d}) {{", depth + d))
-        lines.append(indent(f"  const int32_t r_base{d + 1} = r_base{d} + r{d} * {stride};", depth + d))
-    lines.append(indent(step(f"r_base{len(reduced)}"), depth + len(reduced)))
+    body = [step(f"r_base{len(reduced)}")]
     for d in reversed(range(len(reduced))):
-        lines.append(indent("}", depth + d))
-    lines.append(indent(finish, depth))
-    lines.append(indent("++io;", depth))
+        extent, stride = reduced[d]
+        body = [for_loop(f"r{d}", 0, extent, [f"const int32_t r_base{d + 1} = r_base{d} + r{d} * {stride};", *body])]
+    body = [init, f"const int32_t r_base0 = k_base{len(kept)};", *body, finish, "++io;"]
     for d in reversed(range(len(kept))):
-        lines.append(indent("}", d))
-    lines.append("return 0;")
-    return lines
+        extent, stride = kept[d]
+        body = [for_loop(f"k{d}", 0, extent, [f"const int32_t k_base{d + 1} = k_base{d} + k{d} * {stride};", *body])]
+    return ["int32_t io = 0;", "const int32_t k_base0 = 0;", *body, "return 0;"]
 
 
 @register("mean")

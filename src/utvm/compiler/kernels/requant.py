@@ -29,7 +29,7 @@ import numpy as np
 
 from utvm.compiler.kernels import KernelContext, define_helper, multipliers_pm
 from utvm.compiler.kernels.cemit import INT32_MAX, offset_term
-from utvm.compiler.kernels.isa import THUMB2_ISAS, PortableC, vocabulary_class
+from utvm.compiler.kernels.isa import PortableC, vocabulary_class
 from utvm.target import Target
 
 # --- the shared helpers -----------------------------------------------------------------------------------
@@ -178,7 +178,7 @@ def form_reason(form: str, rounding: str, multiplier: Sequence[int], shift: Sequ
     if form == "fast":
         if rounding == "single":
             return None if max(shift) <= -2 else "a shift above -2 (the short single-rounding form needs <= -2)"
-        if target.isa not in THUMB2_ISAS:
+        if not vocabulary_class(target).thumb2:
             return f"{target.name} lacks Thumb-2 SMULL/ADC with shifted operands"
         if max(shift) > -1:
             return "a left or zero shift (the asm form needs a right shift of at least 1)"
@@ -204,6 +204,21 @@ def form_reason(form: str, rounding: str, multiplier: Sequence[int], shift: Sequ
 
 # --- statements -------------------------------------------------------------------------------------------
 
+def c_helper(ctx: KernelContext, rounding: str, multiplier: Sequence[int]) -> str:
+    """The shared helper of form "c" for these multipliers, requested in ctx's file: the faster, bit-identical
+    `requant_pm` variant when none is INT32_MIN (`multipliers_pm`)."""
+    return ctx.helper("requant_pm" if multipliers_pm(multiplier) else "requant", rounding)
+
+
+def operand_terms(ctx: KernelContext, multiplier: Sequence[int], shift: Sequence[int], index: str) -> tuple[str, str]:
+    """C expressions of the multiplier and shift of output `index` (for `c_helper`): literals when one pair
+    serves every output, else per-output tables."""
+    if len(set(multiplier)) == 1 and len(set(shift)) == 1:
+        return str(multiplier[0]), str(shift[0])
+    return (f"{ctx.table('int32_t', multiplier, 'multiplier')}[{index}]",
+            f"{ctx.table('int32_t', shift, 'shift')}[{index}]")
+
+
 class Requant:
     """The exact requantization (MultiplyByQuantizedMultiplier in the op's rounding) in a chosen form.
 
@@ -228,10 +243,9 @@ class Requant:
         and `bound`, the largest |accumulator| (undoubled), for its legality."""
         self.ctx, self.impl, self.rounding = ctx, impl, rounding
         self.multiplier, self.shift = [int(m) for m in multiplier], [int(s) for s in shift]
-        if impl in ("fast", "dbl"):
-            reason = form_reason(impl, rounding, self.multiplier, self.shift, ctx.target, bound)
-            if reason:
-                raise ctx.error(f"requant {impl}: {reason}")
+        reason = form_reason(impl, rounding, self.multiplier, self.shift, ctx.target, bound)
+        if reason:
+            raise ctx.error(f"requant {impl}: {reason}")
         #: the statement adds the output zero point itself ("dbl")
         self.folds_zero_point = impl == "dbl"
         self.fn = dbl_requant_helper(ctx, zero_point) if impl == "dbl" else ""
@@ -260,11 +274,6 @@ class Requant:
             self.table = ctx.table("int32_t", inter, "rq")
             self.ref = table_param or self.table
 
-    @staticmethod
-    def fast_reason(rounding: str, multiplier: Sequence[int], shift: Sequence[int], target: Target) -> str | None:
-        """None if the "fast" form is exact and available for these parameters on `target`; else why not."""
-        return form_reason("fast", rounding, multiplier, shift, target)
-
     def operand(self, t: int, oc: str) -> str:
         return self.names[t] if self.uniform else f"{self.ref}[({oc}) * {self.width} + {t}]"
 
@@ -287,36 +296,29 @@ class Requant:
         if self.impl == "fast":
             fn = self.ctx.helper("requant:double_asm")
             return f"{v} = {fn}({v}, {a}, {b});"
-        fn = self.ctx.helper("requant_pm" if multipliers_pm(self.multiplier) else "requant", self.rounding)
-        return f"{v} = {fn}({v}, {a}, {b});"
+        return f"{v} = {c_helper(self.ctx, self.rounding, self.multiplier)}({v}, {a}, {b});"
 
 
-def store_stmt(v: str, zp: int | str, lo: int | str, hi: int | str, dst: str, ssat: bool = False) -> str:
-    """C: add the output zero point to int32 `v`, clamp it to [lo, hi] (a sub-range of int8) and store it
-    as int8 at `dst`. `ssat`: saturate to int8 with SSAT first (one instruction; `ssat_available`), so only
-    bounds inside [-128, 127] need a compare. zp, lo and hi are numbers or C expressions (a shared kernel's
-    parameters: then both bounds are always compared)."""
-    if isinstance(zp, str):
-        zp_s = f" + {zp}"
+def clamp_store(v: str, zp: int | str, lo: int | str, hi: int | str, dst: str, sat: PortableC | None, *,
+                zp_in_sat: bool = True) -> str:
+    """C: int32 `v` plus the output zero point, clamped to [lo, hi] (within int8), stored as int8 at `dst`:
+    the int8 store of every requantizing kernel with an output stage (conv/dense GEMM, depthwise planes,
+    add/sub/mul tables). With `sat` (a vocabulary with SSAT, the file ready for it) one SSAT #8 saturates
+    first (exact: the clamp range lies inside it), so only bounds inside [-128, 127] are compared; the zero
+    point is added inside it (`zp_in_sat`) or just before. zp, lo and hi are numbers or C expressions (a
+    shared kernel's parameters: then both bounds are always compared)."""
+    zp_s = f" + {zp}" if isinstance(zp, str) else offset_term(zp)
+    if sat is not None and zp_in_sat:
+        out = [f"{v} = {sat.ssat(f'{v}{zp_s}', 8)};"]
     else:
-        zp_s = f" + {zp}" if zp > 0 else (f" - {-zp}" if zp < 0 else "")
-    lines = [f"{v} = {v}{zp_s};"]
-    if ssat:
-        lines.append(f"{v} = __ssat({v}, 8);")
-    if isinstance(lo, str) or lo > -128 or not ssat:
-        lines.append(f"{v} = {v} < {lo} ? {lo} : {v};")
-    if isinstance(hi, str) or hi < 127 or not ssat:
-        lines.append(f"{v} = {v} > {hi} ? {hi} : {v};")
-    lines.append(f"{dst} = (int8_t){v};")
-    return "\n".join(lines)
-
-
-def ssat_available(ctx: KernelContext) -> bool:
-    """Whether SSAT may be used (every Thumb-2 Cortex-M has it); requests <arm_acle.h> when it may."""
-    if not ctx.isa.thumb2:
-        return False
-    ctx.isa.use_sat()
-    return True
+        out = [f"{v} = {v}{zp_s};"]
+        if sat is not None:
+            out.append(f"{v} = {sat.ssat(v, 8)};")
+    if sat is None or isinstance(lo, str) or lo > -128:
+        out.append(f"{v} = {v} < {lo} ? {lo} : {v};")
+    if sat is None or isinstance(hi, str) or hi < 127:
+        out.append(f"{v} = {v} > {hi} ? {hi} : {v};")
+    return "\n".join(out + [f"{dst} = (int8_t){v};"])
 
 
 def dbl_requant_helper(ctx: KernelContext, zp: int) -> str:
@@ -412,34 +414,14 @@ class OutputStage:
     bound: int
     #: the weights are quantized per output channel (a workload property: every layer of a task agrees)
     per_channel: bool
-    has_bias: bool
     init: tuple[int, ...] | None = None
-
-    @property
-    def uniform(self) -> bool:
-        """One multiplier and one shift for every output."""
-        return len(set(self.multiplier)) == 1 and len(set(self.shift)) == 1
 
     def form_reason(self, form: str, target: Target) -> str | None:
         """`form_reason` of requantization form `form` for this stage on `target`."""
         return form_reason(form, self.rounding, self.multiplier, self.shift, target, self.bound)
 
 
-# --- depthwise_conv2d (plane), pools and add/sub/mul: the SSAT store and the 32-bit input rescale ---------------
-
-def clamp_store(v: str, zp: int, lo: int, hi: int, dst: str, sat: PortableC | None) -> str:
-    """C: int32 `v` plus the output zero point, clamped to [lo, hi] (within int8), stored at `dst`. With `sat`
-    (a vocabulary with SSAT) the zero point is added inside one SSAT #8 (exact: the clamp range lies inside
-    it) and only bounds inside [-128, 127] are compared; without it, `store_stmt`."""
-    if sat is None:
-        return store_stmt(v, zp, lo, hi, dst)
-    out = [f"{v} = {sat.ssat(f'{v}{offset_term(zp)}', 8)};"]
-    if lo > -128:
-        out.append(f"{v} = {v} < {lo} ? {lo} : {v};")
-    if hi < 127:
-        out.append(f"{v} = {v} > {hi} ? {hi} : {v};")
-    return "\n".join(out + [f"{dst} = (int8_t){v};"])
-
+# --- add/sub/mul and the comparisons: the 32-bit input rescale ----------------------------------------------
 
 def rdbpot_const_stmts(dst: str, src: str, exponent: int) -> str:
     """C declaring int32 `dst` = gemmlowp RoundingDivideByPOT(`src`, exponent) for a constant exponent in

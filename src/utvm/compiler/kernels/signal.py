@@ -32,8 +32,8 @@ from utvm.ops.signal import (
     StackerParams,
     VectorParams,
     WindowParams,
-    fft_factors,
     fft_leaf_order,
+    fft_stages,
     fft_super_twiddles,
     fft_twiddles,
 )
@@ -146,17 +146,13 @@ def _fft_tables(ctx: KernelContext, p: FftParams, inverse: bool) -> tuple[str, s
     d = _FFT_TYPES[p.dtype]
     ncfft = p.fft_length // 2
     ctype = d["T"]
-    factors = fft_factors(ncfft)
-    stages, m = [], ncfft
-    for f in factors:
-        m //= f
-        stages += [f, m]
+    stages = fft_stages(ncfft)
     order = ctx.table("int32_t", fft_leaf_order(ncfft), "order")
-    st = ctx.table("int32_t", stages, "stages")
+    st = ctx.table("int32_t", [v for stage in stages for v in stage], "stages")
     tw = ctx.table(ctype, [v for pair in fft_twiddles(ncfft, inverse, p.dtype) for v in pair], "tw")
     stw = ctx.table(ctype, [v for pair in fft_super_twiddles(p.fft_length, inverse, p.dtype) for v in pair], "stw")
     fn = ctx.helper(f"signal_{'irfft' if inverse else 'rfft'}_{d['s']}")
-    return fn, ctype, len(factors), order, st, tw, stw
+    return fn, ctype, len(stages), order, st, tw, stw
 
 
 @register("signal_rfft")

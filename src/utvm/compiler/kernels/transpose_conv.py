@@ -14,9 +14,9 @@ import math
 
 import numpy as np
 
-from utvm.compiler.kernels import KernelCode, KernelContext, float_clamp_stmt, multipliers_pm, offset_term, register
+from utvm.compiler.kernels import KernelCode, KernelContext, float_clamp_stmt, offset_term, register
 from utvm.compiler.kernels.cemit import INT32_MAX, block, for_loop, lines
-from utvm.compiler.kernels.requant import acc_bound, requant_int16_stmts, x_abs_max
+from utvm.compiler.kernels.requant import acc_bound, c_helper, operand_terms, requant_int16_stmts, x_abs_max
 from utvm.ops.transpose_conv import TransposeConvParams
 
 
@@ -74,19 +74,14 @@ def transpose_conv(ctx: KernelContext) -> KernelCode:
         v_add = f"v += {bias};\n" if bias else ""
         epi = f"float v = {y}[i];\n{v_add}{float_clamp_stmt('v', p.activation)}\n{y}[i] = v;"
     else:
-        same_rq = len(set(p.multiplier)) == 1 and len(set(p.shift)) == 1
-        if same_rq:
-            mult, shift = str(p.multiplier[0]), str(p.shift[0])
-        else:
-            mult = ctx.table("int32_t", p.multiplier, "multiplier") + "[oc]"
-            shift = ctx.table("int32_t", p.shift, "shift") + "[oc]"
+        mult, shift = operand_terms(ctx, p.multiplier, p.shift, "oc")
         b_add = f"v += {bias};\n" if bias else ""
         if p.dtype == "int16":
             epi = (f"int64_t v = acc[i];\n{b_add}"
                    + requant_int16_stmts(ctx, p.rounding, 64, "v", mult, shift, p.output_zero_point,
                                          int(p.act_min), int(p.act_max), f"{y}[i]"))
         else:
-            rq = ctx.helper("requant_pm" if multipliers_pm(p.multiplier) else "requant", p.rounding)
+            rq = c_helper(ctx, p.rounding, p.multiplier)
             clamp = ctx.helper("clamp_i32")
             epi = (f"int32_t v = acc[i];\n{b_add}"
                    f"v = {rq}(v, {mult}, {shift}){offset_term(p.output_zero_point)};\n"

@@ -4,7 +4,7 @@
 `qemu-cortex-m33` (mps2-an505, run Secure) and `qemu-cortex-m0` (Armv6-M code on mps2-an385's Cortex-M3).
 
 - `boards`: the board table (machine, core, memory map, UART0, clock, compiler flags) and toolchain lookup.
-- `isa`: proof that an image stays within its board's instruction set (Armv6-M for `qemu-cortex-m0`).
+- `image_check`: proof that an image stays within its board's instruction set (Armv6-M for `qemu-cortex-m0`).
 - `project`: self-contained firmware projects from `template/` (startup + vector table, linker script,
   CMSDK UART0, SysTick, semihosting, TVMPlatform hooks, Makefile), built with make and cached.
 - `runner`: QEMU's command line and `QemuTransport`, the binary-clean byte link over UART0.

@@ -25,7 +25,7 @@ and `ram_origin`), the CMSDK APB UART0 as the link and SysTick on the processor 
   runtime, startup, newlib-nano and libgcc from the Armv6-M multilib) is compiled for `-mcpu=cortex-m0` and
   run on the AN385's Cortex-M3, which executes Armv6-M code (a subset of Armv7-M) unchanged. The M3 would
   also run an Armv7-M-only instruction without complaint, so every image built for this board is
-  disassembled and refused if one slipped in (`isa.check_image`).
+  disassembled and refused if one slipped in (`image_check.check_image`).
 """
 
 from __future__ import annotations

@@ -92,11 +92,6 @@ def armv6m_violations(disassembly: str) -> Iterator[Violation]:
             yield Violation(function, address, text, reason)
 
 
-def first_armv6m_violation(disassembly: str) -> Violation | None:
-    """The first instruction of `disassembly` outside Armv6-M, or None when there is none."""
-    return next(armv6m_violations(disassembly), None)
-
-
 def disassemble(elf: Path) -> str:
     """`arm-none-eabi-objdump -d` of the ELF (encodings shown)."""
     try:

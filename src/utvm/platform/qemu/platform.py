@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from utvm.errors import PlatformError
 from utvm.platform import deliver
-from utvm.platform.qemu.boards import INSTRUCTIONS_PER_SECOND, Board, get_board
+from utvm.platform.qemu.boards import BOARDS, INSTRUCTIONS_PER_SECOND, Board, get_board
 from utvm.platform.qemu.project import APPS_DIR, FirmwareSpec, build_firmware
 from utvm.platform.qemu.runner import QemuTransport
 
@@ -160,8 +160,6 @@ class QemuPlatform(CortexMFirmware):
 
     def __init__(self) -> None:
         if not self.name:
-            from utvm.platform.qemu.boards import BOARDS
-
             raise PlatformError(f"QemuPlatform is abstract: use one of {', '.join(BOARDS)}")
         self.board = get_board(self.name)
 
@@ -182,7 +180,7 @@ class QemuPlatform(CortexMFirmware):
 
 class QemuCortexM0Platform(QemuPlatform):
     """Armv6-M code (-mcpu=cortex-m0 throughout, portable C kernels, no FPU, division in libgcc) on the AN385's
-    Cortex-M3: QEMU has no Cortex-M0 machine. Every image is proven Armv6-M-only when it is built (isa.py)."""
+    Cortex-M3: QEMU has no Cortex-M0 machine. Every image is proven Armv6-M-only when it is built (image_check.py)."""
 
     name = "qemu-cortex-m0"
     target = "cortex-m0"

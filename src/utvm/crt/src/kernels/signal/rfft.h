@@ -1,12 +1,7 @@
 /* utvm runtime, src/kernels/signal/rfft.h: KISS FFT's real forward transform (tools/kiss_fftr.c:
    kiss_fftr), as TFLM builds it.
-   A template: the code generator copies it verbatim into generated sources (README.md), once per element
-   type, after fft_<s>.h and the definitions of its three parameters, e.g. for int16:
-     #define SIGNAL_T int16_t                     the element type
-     #define SIGNAL_W int32_t                     its product and sum type (W below)
-     #define SIGNAL_FN(name) signal_##name##_i16  its functions: SIGNAL_FN(cfft) is signal_cfft_i16
-   It #undefs them at its end, so it can be instantiated again for another type. Needs <stdint.h> and
-   cfft.h of the same type. */
+   A template over the element type like cfft.h (the same three parameters, #undef'd at its end; README.md),
+   instantiated after cfft.h of the same type. */
 
 /* kiss_fftr: the real FFT of nfft = 2 * ncfft samples in `x` (already padded) into ncfft + 1 bins. */
 static void SIGNAL_FN(rfft)(const SIGNAL_T* x, SIGNAL_T* y, SIGNAL_T* tmp, int32_t ncfft, const int32_t* order,

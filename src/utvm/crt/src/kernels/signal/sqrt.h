@@ -29,19 +29,14 @@ static inline uint32_t signal_sqrt32(uint32_t num) {
 }
 static inline uint32_t signal_sqrt64(uint64_t num) {
   uint64_t res = 0u;
-  uint64_t t = num;
-  int32_t n = 0;
   int32_t mbn;
   uint64_t bit;
   int32_t it;
   if ((num >> 32) == 0u) {
     return signal_sqrt32((uint32_t)num);
   }
-  while (t != 0u) {
-    t >>= 1;
-    ++n;
-  }
-  mbn = (64 - n) | 1;
+  /* 64 - MostSignificantBit64(num), the upper word being non-zero */
+  mbn = (int32_t)(32u - signal_msb32((uint32_t)(num >> 32))) | 1;
   bit = (uint64_t)1 << (63 - mbn);
   for (it = (63 - mbn) / 2 + 1; it > 0; --it) {
     if (num >= res + bit) {
