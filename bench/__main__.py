@@ -3,9 +3,10 @@
 Arguments after `--` go to every benchmark's main(). A benchmark that fails is reported and the others
 still run; the exit status is non-zero if any failed.
 
-Benchmarks: framing_c, models (host latency against LiteRT), rpc, and kernels (instructions per inference
-on qemu-cortex-m4, utvm default and tuned against TFLM's reference and CMSIS-NN firmware; its first run
-tunes the four models on QEMU, about ten minutes, and caches the logs).
+Benchmarks: framing_c, models (host latency against LiteRT), rpc, and kernels (instructions and estimated
+cycles per inference on a QEMU board, qemu-cortex-m4 unless --board says otherwise, utvm default and tuned
+against TFLM's reference and CMSIS-NN firmware; its first run tunes the four models on QEMU, about ten
+minutes, and caches the logs).
 """
 
 from __future__ import annotations

@@ -11,12 +11,16 @@ each platform declares its target (`Platform.target`; `utvm compile --target` ov
 | cortex-m4   | ARMv7E-M       | yes           | fpv4-sp-d16  | no  | SIMD MACs through <arm_acle.h>              |
 | cortex-m7   | ARMv7E-M       | yes           | fpv5-d16     | no  | SIMD MACs through <arm_acle.h>              |
 | cortex-m33  | ARMv8-M Main   | yes           | fpv5-sp-d16  | no  | SIMD MACs through <arm_acle.h>              |
-| cortex-m55  | ARMv8.1-M Main | yes           | fp-armv8     | yes | SIMD MACs through <arm_acle.h> (MVE unused) |
+| cortex-m55  | ARMv8.1-M Main | yes           | fp-armv8     | yes | MVE kernels through <arm_mve.h>             |
 
 "DSP extension" is the ARMv7E-M/ARMv8-M DSP instructions (SMLAD, SXTB16, SSAT, ...), which the C compiler
 exposes through ACLE's <arm_acle.h> when `__ARM_FEATURE_DSP` is defined; a DSP target's generated C checks
 that macro and fails to compile with a clear #error on a compiler told a different CPU. Cortex-M33 parts
-may omit the DSP extension; use `cortex-m33-nodsp` for those.
+may omit the DSP extension; use `cortex-m33-nodsp` for those. "MVE" is the Armv8.1-M M-profile Vector
+Extension (Helium: 128-bit vectors in the FPU's registers), exposed through ACLE's <arm_mve.h> when
+`__ARM_FEATURE_MVE` is defined; code generated for an MVE target runs only on a CPU with MVE
+(`Target.runs_on`), and only where the FPU's coprocessors CP10/CP11 are enabled (the QEMU boards' startup
+does).
 """
 
 from __future__ import annotations
@@ -44,6 +48,22 @@ class Target:
     def is_cortex_m(self) -> bool:
         return self.mcpu is not None
 
+    @property
+    def float_flags(self) -> tuple[str, ...]:
+        """gcc's float ABI flags for the CPU: hard float with its FPU; an MVE core takes the FPU its -mcpu
+        implies (which carries MVE: an explicit -mfpu would only pick another newlib multilib); soft
+        without an FPU."""
+        if self.mve:
+            return ("-mfloat-abi=hard",)
+        return ("-mfloat-abi=hard", f"-mfpu={self.fpu}") if self.fpu else ("-mfloat-abi=soft",)
+
+    @property
+    def cpu_flags(self) -> tuple[str, ...]:
+        """Flags the target's C is cross-compiled with (arm-none-eabi-gcc); empty for the host."""
+        if self.mcpu is None:
+            return ()
+        return (f"-mcpu={self.mcpu}", "-mthumb", *self.float_flags)
+
     def features(self) -> list[str]:
         out = []
         if self.dsp:
@@ -59,11 +79,15 @@ class Target:
         return f"{self.name} ({self.isa}; {feats})"
 
     def runs_on(self, cpu: Target) -> str | None:
-        """None if code generated for this target runs on `cpu`; else why not. Only the DSP extension
-        adds a requirement: everything else generated is portable C99."""
-        if self.dsp and not cpu.dsp:
-            return (f"the code was generated for {self.name}, whose kernels use the DSP extension, and "
-                    f"{cpu.name} has none")
+        """None if code generated for this target runs on `cpu`; else why not (one line). The DSP extension
+        and MVE add requirements: everything else generated is portable C99 (the FPU is the C compiler's:
+        a float ABI is the platform's build flags, not the generated C's)."""
+        missing = [ext for ext, needed, present in (("the DSP extension", self.dsp, cpu.dsp),
+                                                     ("MVE (Helium)", self.mve, cpu.mve))
+                   if needed and not present]
+        if missing:
+            return (f"the code was generated for {self.name}, whose kernels use {' and '.join(missing)}, and "
+                    f"{cpu.name} has {'neither' if len(missing) > 1 else 'none'}")
         return None
 
     def mlf_string(self) -> str:

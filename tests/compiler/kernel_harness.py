@@ -186,9 +186,10 @@ def scales(rng: np.random.Generator, n: int, lo: float = 0.002, hi: float = 0.02
     return [float(s) for s in rng.uniform(lo, hi, size=n)]
 
 
-def assert_cross_compiles(c: CompiledModel, cpu: str = "cortex-m4") -> None:
-    """The operators file builds warning-free for a Cortex-M with arm-none-eabi-gcc (the QEMU targets):
-    portable C99 where int32_t is `long` and, on the M3, float is soft-float."""
+def assert_cross_compiles(c: CompiledModel, cpu: str = "cortex-m4", flags: Sequence[str] = ()) -> None:
+    """The operators file builds warning-free for a Cortex-M with arm-none-eabi-gcc (the QEMU targets) at -O2
+    and -O0: portable C99 where int32_t is `long` and, on the M3, float is soft-float; `flags` adds the
+    CPU's own (e.g. -mfloat-abi=hard, which <arm_mve.h> needs)."""
     import shutil
     import subprocess
     import tempfile
@@ -203,7 +204,7 @@ def assert_cross_compiles(c: CompiledModel, cpu: str = "cortex-m4") -> None:
         srcs, inc = c.write_sources(Path(tmp))
         ops = next(s for s in srcs if s.name.endswith("_ops.c"))
         for opt in ("-O2", "-O0"):
-            cmd = [gcc, *cc.WARNING_FLAGS, opt, f"-mcpu={cpu}", "-mthumb", "-c", str(ops), "-o",
+            cmd = [gcc, *cc.WARNING_FLAGS, opt, f"-mcpu={cpu}", "-mthumb", *flags, "-c", str(ops), "-o",
                    str(Path(tmp) / "o.o"), f"-I{inc}", f"-I{cc.crt_dir() / 'include'}"]
             proc = subprocess.run(cmd, capture_output=True, text=True)
-            assert proc.returncode == 0, f"{cpu} {opt} build of the operators failed:\n{proc.stderr}"
+            assert proc.returncode == 0, f"{cpu} {opt} build of the operators failed:\n{proc.stderr[-3000:]}"

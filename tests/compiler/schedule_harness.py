@@ -39,13 +39,17 @@ def spaces(graph: Graph, target: str, rounding: str) -> list[tuple[str, Space]]:
 
 
 def assign_points(graph: Graph, target: str, rounding: str, rng: np.random.Generator,
-                  seen: dict[str, set[Any]]) -> dict[str, Schedule]:
-    """One legal point per node's task, preferring knob values not `seen` yet (updated in place)."""
+                  seen: dict[str, set[Any]], keep: Callable[[Schedule], bool] | None = None) -> dict[str, Schedule]:
+    """One legal point per node's task, preferring knob values not `seen` yet (updated in place). With `keep`,
+    only the points it accepts (e.g. one algorithm's); a task with none of those gets its default."""
     chosen: dict[str, Schedule] = {}
     for key, space in spaces(graph, target, rounding):
         if not space.knobs or key in chosen:
             continue
-        points = list(space.points())
+        points = [p for p in space.points() if keep is None or keep(p)]
+        if keep is not None and not points:
+            chosen[key] = space.default
+            continue
         assert points, f"task {key}: no legal point"
 
         def novelty(p: Schedule) -> int:
@@ -128,6 +132,10 @@ def run_on_platform(platform: str) -> Callable[[CompiledModel, list[np.ndarray]]
     return run
 
 
+#: the QEMU boards every point kind runs on: DSP (M4), portable Thumb-2 (M3), Helium MVE (M55)
+QEMU_TARGETS = [("qemu-cortex-m4", "cortex-m4"), ("qemu-cortex-m3", "cortex-m3"), ("qemu-cortex-m55", "cortex-m55")]
+
+
 def point_tests(make_batch: Callable[[np.random.Generator, int], Batch], *, host_nodes: int, sweep_nodes: int,
                 sweep_seed: int, qemu_nodes: int, qemu_seed: int,
                 qemu_roundings: Sequence[str] = ("double", "single", "double")) -> tuple[Callable[..., None], ...]:
@@ -135,7 +143,7 @@ def point_tests(make_batch: Callable[[np.random.Generator, int], Batch], *, host
 
     - random points of random workloads on the host, both roundings (Hypothesis, 6 examples);
     - every portable knob value reached on the host (`sweep`);
-    - every point kind on qemu-cortex-m4 (DSP) and -m3 (portable), slow.
+    - every point kind on qemu-cortex-m4 (DSP), -m3 (portable) and -m55 (Helium MVE, and its DSP points), slow.
 
         (test_portable_points_on_the_host, test_every_portable_knob_value_is_reached_on_the_host,
          test_every_point_kind_on_qemu) = point_tests(make_batch, host_nodes=16, ...)
@@ -154,7 +162,7 @@ def point_tests(make_batch: Callable[[np.random.Generator, int], Batch], *, host
         sweep(lambda rng: make_batch(rng, sweep_nodes), "host", sweep_seed, run_local)
 
     @pytest.mark.slow
-    @pytest.mark.parametrize("platform, target", [("qemu-cortex-m4", "cortex-m4"), ("qemu-cortex-m3", "cortex-m3")])
+    @pytest.mark.parametrize("platform, target", QEMU_TARGETS)
     def test_every_point_kind_on_qemu(platform: str, target: str) -> None:
         sweep(lambda rng: make_batch(rng, qemu_nodes), target, qemu_seed, run_on_platform(platform),
               qemu_roundings, unpacked_api=False)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from utvm.compiler.kernels import FileScope, KernelContext, cemit, isa, requant
+from utvm.compiler.kernels import FileScope, KernelContext, cemit, helper_source, isa, requant
 from utvm.compiler.schedule import REQUANT_FORMS
 from utvm.errors import CompileError
 from utvm.ir.graph import Graph, Node, Tensor
@@ -96,6 +96,35 @@ def test_operations_request_what_their_spelling_needs() -> None:
     m3 = _ctx("cortex-m3")
     m3.isa.use_sat()
     assert m3.file.helpers == ["acle_sat"] and m3.isa.ssat("v", 8) == "__ssat(v, 8)"
+
+
+def test_mve_operations_request_arm_mve_h_and_hide_predicate_constants() -> None:
+    ctx = _ctx("cortex-m55")
+    v = ctx.isa
+    assert v.mve and v.simd16  # the M55 keeps the DSP operations
+    assert v.lanes4("a", "b", "c", "d") == "tvm_mve_lanes4(a, b, c, d)"
+    assert ctx.file.helpers == ["mve"] and any("vsetq_lane_s32" in d for d in ctx.file.decls)
+    # GCC 12 folds constant predicates of wide lanes to all-true: every predicate is opaque
+    assert v.pred8(5) == "tvm_mve_pred(0x001fu)" and v.pred32((0, 2)) == "tvm_mve_pred(0x0f0fu)"
+    assert v.copy_bytes("d", "s", 37).splitlines() == [
+        "vstrbq_s8(d + 0, vldrbq_s8(s + 0));", "vstrbq_s8(d + 16, vldrbq_s8(s + 16));",
+        "vstrbq_p_s8(d + 32, vldrbq_z_s8(s + 32, tvm_mve_pred(0x001fu)), tvm_mve_pred(0x001fu));"]
+    assert v.copy_bytes("d", "s", 4) == "memcpy(d + 0, s + 0, 4);" and "string" in ctx.file.helpers
+    assert v.fill_bytes("d", "z", 16) == "vstrbq_s8(d + 0, z);"
+    with pytest.raises(ValueError, match="lane 4"):
+        v.pred32((4,))
+    prelude = helper_source("mve")  # the feature check comes before <arm_mve.h>, with utvm's message
+    assert prelude.index("#error") < prelude.index("#include <arm_mve.h>") and "-mfloat-abi=hard" in prelude
+
+
+def test_mve_is_absent_below_armv8_1_m() -> None:
+    for target in ("cortex-m4", "cortex-m33", "host"):
+        v = _ctx(target).isa
+        assert not v.mve
+        with pytest.raises(CompileError, match=f"Helium \\(MVE\\) was asked of {target}"):
+            v.use_mve()
+        with pytest.raises(CompileError, match="MVE predicates"):
+            v.pred8(3)
 
 
 def test_no_kernel_file_reads_a_target_flag() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,9 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kernel_harness import Batch, int8_weights, per_channel, per_tensor, scales  # noqa: E402
-from schedule_harness import check_batch, run_local, run_on_platform, sweep  # noqa: E402
+from schedule_harness import QEMU_TARGETS, check_batch, run_local, run_on_platform, sweep  # noqa: E402
 
+from utvm.compiler import compile  # noqa: E402
 from utvm.compiler.kernels import FileScope, KernelContext  # noqa: E402
 from utvm.compiler.kernels._gemm import pad4  # noqa: E402
 from utvm.compiler.kernels.conv import direct_default, direct_knobs  # noqa: E402
@@ -81,12 +83,15 @@ def add_dense(b: Batch, rng: np.random.Generator, i: int) -> None:
             per_tensor(0.05 * ws * np.sqrt(k) * float(rng.uniform(2, 8)), ozp))
 
 
-def make_batch(rng: np.random.Generator, n_conv: int, n_dense: int) -> Batch:
+def make_batch(rng: np.random.Generator, n_conv: int, n_dense: int,
+               conv: Callable[[Batch, np.random.Generator, int], None] | None = None,
+               dense: Callable[[Batch, np.random.Generator, int], None] | None = None) -> Batch:
+    """`n_conv` convolutions then `n_dense` dense layers, made by `conv` / `dense` (default: this file's)."""
     b = Batch()
     for i in range(n_conv):
-        add_conv(b, rng, i)
+        (conv or add_conv)(b, rng, i)
     for i in range(n_dense):
-        add_dense(b, rng, i)
+        (dense or add_dense)(b, rng, i)
     return b
 
 
@@ -103,9 +108,10 @@ def test_every_portable_knob_value_is_reached_on_the_host() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("platform, target", [("qemu-cortex-m4", "cortex-m4"), ("qemu-cortex-m3", "cortex-m3")])
+@pytest.mark.parametrize("platform, target", QEMU_TARGETS)
 def test_every_point_kind_on_qemu(platform: str, target: str) -> None:
-    """DSP (M4: ACLE and asm blocks, i8 and i16 weights, fast requantization in asm) and portable (M3)."""
+    """DSP (M4: ACLE and asm blocks, i8 and i16 weights, fast requantization in asm), portable (M3) and Helium
+    (M55: the MVE GEMM's blocks, asm and C reductions, columns copied or read in place, beside its DSP points)."""
     sweep(lambda rng: make_batch(rng, 14, 5), target, 20261125, run_on_platform(platform), unpacked_api=False)
 
 
@@ -171,7 +177,7 @@ def test_old_flat_points_apply_without_a_warning(target: str, old: Schedule, new
 
 @pytest.mark.parametrize("change, reason", [
     ({"requant": "dbl"}, "requant dbl: the GEMM has no doubled-accumulator form"),
-    ({"ext": "neon"}, "knob 'ext' = 'neon' is not one of ['acle', 'asm']"),
+    ({"ext": "neon"}, "knob 'ext' = 'neon' is not one of ['acle', 'asm', 'asm_ldr', 'asm_run']"),
     ({"w_fmt": "i4"}, "knob 'w_fmt' = 'i4' is not one of ['i8', 'i16']"),
 ])
 def test_a_point_naming_a_knob_value_the_space_lacks_is_refused_in_one_line(change: Schedule, reason: str) -> None:
@@ -199,3 +205,58 @@ def test_direct_knobs_are_the_depthwise_constants_of_old() -> None:
     assert [k.name for k in direct_knobs(params("depthwise_conv2d", (3, 3), 2))] == ["taps", "m_regs"]
     assert direct_default(params("depthwise_conv2d", (4, 8), 16)) == {"taps": "unrolled", "m_regs": True}
     assert direct_default(params("depthwise_conv2d", (6, 6), 17)) == {"taps": "loop", "m_regs": False}
+
+
+def _asm_lines(target: str, change: Schedule) -> list[str]:
+    """The instructions of the first asm block of the first conv's GEMM (batch of _contexts) compiled at a 2 x 2
+    point with int8 weights, changed by `change`."""
+    from utvm.compiler.kernels import get_space
+
+    ctx = _contexts(target)[0]  # a conv of at least 4 output pixels and 4 channels
+    space = get_space(ctx)
+    point = {**space.default, "algo": "gemm", "px_block": 2, "oc_block": 2, "w_fmt": "i8", **change}
+    assert space.check(point) is None, space.check(point)
+    graph = make_batch(np.random.default_rng(5), 2, 2).graph()
+    compiled = compile(graph, passes=False, rounding="double", target=target, schedules={ctx.task_key(): point})
+    (op,) = [o for o in compiled.operators if o.task == ctx.task_key()]
+    assert op.schedule == point, op.schedule
+    text = "".join(compiled.sources.values())
+    asm = text[text.index("__asm__ __volatile__(\"ld"):]
+    asm = asm[:asm.index(":")]
+    return [line.split('"')[1].split()[0] for line in asm.splitlines() if '"' in line]
+
+
+@pytest.mark.parametrize("ext, w_fmt, want", [
+    # 2 pixels x 2 channels: LDRD x pairs, each channel's weights before its SMLADs (the historical block)
+    ("asm", "i8", ["ldrd", "ldrd", "ldr", "sxtb16", "sxtb16", *["smlad"] * 4, "ldr", "sxtb16", "sxtb16",
+                   *["smlad"] * 4]),
+    ("asm", "i16", ["ldrd", "ldrd", "ldrd", *["smlad"] * 4, "ldrd", *["smlad"] * 4]),
+    # single LDRs: the x words and the first channel's weights back to back
+    ("asm_ldr", "i8", [*["ldr"] * 5, "sxtb16", "sxtb16", *["smlad"] * 4, "ldr", "sxtb16", "sxtb16",
+                       *["smlad"] * 4]),
+    ("asm_ldr", "i16", [*["ldr"] * 6, *["smlad"] * 4, "ldr", "ldr", *["smlad"] * 4]),
+    # every load of the group in one run
+    ("asm_run", "i8", [*["ldr"] * 6, "sxtb16", "sxtb16", *["smlad"] * 4, "sxtb16", "sxtb16", *["smlad"] * 4]),
+])
+def test_asm_forms_order_the_loads_of_a_group(ext: str, w_fmt: str, want: list[str]) -> None:
+    assert _asm_lines("cortex-m4", {"ext": ext, "w_fmt": w_fmt}) == want
+
+
+@pytest.mark.parametrize("px, ob, ext, w_fmt, need", [
+    (2, 2, "asm", "i8", 12), (2, 2, "asm_ldr", "i16", 12), (2, 2, "asm_run", "i8", 13),
+    (2, 2, "asm_run", "i16", 14), (1, 4, "asm_run", "i8", 13), (1, 4, "asm_run", "i16", 16), (4, 1, "asm", "i8", 16),
+])
+def test_asm_forms_are_legal_only_where_their_registers_fit(px: int, ob: int, ext: str, w_fmt: str,
+                                                             need: int) -> None:
+    from utvm.compiler.kernels import get_space
+    from utvm.compiler.kernels._gemm import MAX_ASM_REGISTERS, asm_registers
+
+    assert asm_registers(px, ob, ext, w_fmt) == need
+    ctx = _contexts("cortex-m4")[0]  # a conv of at least 4 output pixels and 4 channels
+    space = get_space(ctx)
+    reason = space.check({**space.default, "algo": "gemm", "px_block": px, "oc_block": ob, "w_fmt": w_fmt,
+                          "ext": ext})
+    if need > MAX_ASM_REGISTERS:
+        assert reason == f"ext {ext}: the asm block needs {need} registers (at most {MAX_ASM_REGISTERS})"
+    else:
+        assert reason is None

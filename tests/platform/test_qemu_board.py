@@ -33,6 +33,7 @@ def test_board_table() -> None:
         "qemu-cortex-m4": "mps2-an386",
         "qemu-cortex-m7": "mps2-an500",
         "qemu-cortex-m33": "mps2-an505",
+        "qemu-cortex-m55": "mps3-an547",  # its memory map, boot table and MVE: test_qemu_cortex_m55.py
     }
     assert "-mfloat-abi=hard" in BOARDS["qemu-cortex-m4"].cpu_flags
     assert "-mfpu=fpv4-sp-d16" in BOARDS["qemu-cortex-m4"].cpu_flags
@@ -44,7 +45,7 @@ def test_board_table() -> None:
                                                    "UTVM_CPU_CLOCK_HZ=20000000u")
     assert BOARDS["qemu-cortex-m33"].instructions_per_tick == 50
     assert all(BOARDS[b].c_defines == () and BOARDS[b].instructions_per_tick == 40
-               for b in BOARDS if b != "qemu-cortex-m33")
+               for b in BOARDS if b not in ("qemu-cortex-m33", "qemu-cortex-m55"))
     with pytest.raises(PlatformError, match="qemu-cortex-m85.*known boards: qemu-cortex-m0"):
         get_board("qemu-cortex-m85")
 
@@ -69,7 +70,8 @@ def test_crt_config_overrides() -> None:
 
 
 @pytest.mark.parametrize("board_name, flash, ram", [("qemu-cortex-m3", 0x00000000, 0x20000000),
-                                                     ("qemu-cortex-m33", 0x10000000, 0x38000000)])
+                                                     ("qemu-cortex-m33", 0x10000000, 0x38000000),
+                                                     ("qemu-cortex-m55", 0x38000000, 0x31000000)])
 def test_generated_project_builds_with_make_alone(tmp_path, board_name: str, flash: int, ram: int) -> None:
     project = generate_project(hello_spec(board_name), tmp_path / "hello")
     assert {p.name for p in (project / "board").iterdir()} >= {"startup.c", "uart.c", "timer.c", "mps2.ld"}
@@ -79,7 +81,8 @@ def test_generated_project_builds_with_make_alone(tmp_path, board_name: str, fla
     assert head[:4] == b"\x7fELF" and int.from_bytes(head[18:20], "little") == 40  # EM_ARM
     assert int.from_bytes(head[24:28], "little") & ~1 >= flash  # e_entry: Reset_Handler, in the code memory
     # The vector table starts the code memory (where the core reads it at reset: 0x0, or the AN505's Secure
-    # vector table at 0x10000000): the first word is the initial stack pointer, the top of the 4 MiB RAM.
+    # vector table at 0x10000000; the AN547 boots from a copy of its first two words in the ITCM): the first
+    # word is the initial stack pointer, the top of the 4 MiB RAM.
     binary = (project / "build" / "firmware.bin").read_bytes()
     assert int.from_bytes(binary[0:4], "little") == ram + 0x400000
     reset = int.from_bytes(binary[4:8], "little")
@@ -112,8 +115,11 @@ def test_hello_firmware(board_name: str) -> None:
     # one), yet the workload's tick count is identical: readings start on a tick edge.
     assert t1 == t2
     board = BOARDS[board_name]
-    instructions = int(t1, 16) * board.instructions_per_tick  # 40 at 25 MHz, 50 on the AN505's 20 MHz
-    if board.isa_check is None:
+    instructions = int(t1, 16) * board.instructions_per_tick  # 40 at 25 MHz, 50 at 20 MHz, 31.25 at 32 MHz
+    if board.cpu == "cortex-m55":
+        # Armv8.1-M's low-overhead loops: a multiply-accumulate and LE (the loop end) per iteration.
+        assert 12345 * 2 - board.instructions_per_tick <= instructions <= 12345 * 2 + 400
+    elif board.isa_check is None:
         # 12345 iterations of a 3-instruction loop (Thumb-2: the constants stay in registers).
         assert 12345 * 3 - board.instructions_per_tick <= instructions <= 12345 * 3 + 400
     else:

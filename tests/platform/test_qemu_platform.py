@@ -17,10 +17,10 @@ from utvm.target import get_target, platform_target
 SESSION_KWARGS = {"handshake_retry_s": 0.5, "handshake_timeout_s": 20.0, "reply_timeout_s": 60.0}
 
 
-def test_registered_under_five_names() -> None:
+def test_registered_under_six_names() -> None:
     names = {"qemu-cortex-m0": ("mps2-an385", "cortex-m0"), "qemu-cortex-m3": ("mps2-an385", "cortex-m3"),
              "qemu-cortex-m4": ("mps2-an386", "cortex-m4"), "qemu-cortex-m7": ("mps2-an500", "cortex-m7"),
-             "qemu-cortex-m33": ("mps2-an505", "cortex-m33")}
+             "qemu-cortex-m33": ("mps2-an505", "cortex-m33"), "qemu-cortex-m55": ("mps3-an547", "cortex-m55")}
     assert set(names) <= set(available_platforms())
     for name, (machine, target) in names.items():
         plat = get_platform(name)
@@ -28,7 +28,7 @@ def test_registered_under_five_names() -> None:
         assert plat.name == name and plat.board.machine == machine
         # Code is generated for the platform's target, and every object is compiled for that CPU.
         assert platform_target(name).name == target and plat.board.cpu == get_target(target).mcpu
-    with pytest.raises(PlatformError, match="abstract: use one of qemu-cortex-m0, .*qemu-cortex-m33"):
+    with pytest.raises(PlatformError, match="abstract: use one of qemu-cortex-m0, .*qemu-cortex-m33, qemu-cortex-m55"):
         QemuPlatform()
 
 
@@ -49,7 +49,7 @@ def start(name: str):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["qemu-cortex-m0", "qemu-cortex-m3", "qemu-cortex-m4", "qemu-cortex-m7",
-                                  "qemu-cortex-m33"])
+                                  "qemu-cortex-m33", "qemu-cortex-m55"])
 def test_rpc_firmware(name: str, caplog: pytest.LogCaptureFixture) -> None:
     randoms = []
     sleeps = []
@@ -73,15 +73,17 @@ def test_rpc_firmware(name: str, caplog: pytest.LogCaptureFixture) -> None:
         assert transport.proc.returncode == 0
     assert randoms[0] != randoms[1], "TVMPlatformGenerateRandom must differ on every boot"
     # sleep_ms runs 3 * 10^6 instructions; under -icount that reads 3 ms (+ call overhead), identically on
-    # both repeats and both boots, whatever the board's clock (25 MHz; the AN505's 20 MHz).
+    # both repeats and both boots, whatever the board's clock (25 MHz; the AN505's 20 MHz, the AN547's 32 MHz).
     assert sleeps[0] == sleeps[1]
     assert sleeps[0][0] == sleeps[0][1]
     assert 3e-3 <= sleeps[0][0] < 3e-3 + 20e-6
 
 
 @pytest.mark.slow
-def test_abort_reports_over_the_link_then_resets(caplog: pytest.LogCaptureFixture) -> None:
-    with start("qemu-cortex-m3") as sess:
+# The AN547 boots again from its ITCM's boot table after the reset (QEMU reloads the image).
+@pytest.mark.parametrize("name", ["qemu-cortex-m3", "qemu-cortex-m55"])
+def test_abort_reports_over_the_link_then_resets(name: str, caplog: pytest.LogCaptureFixture) -> None:
+    with start(name) as sess:
         abort = sess.get_function("testing.abort")
         with caplog.at_level(logging.INFO, logger="utvm.device"):
             with pytest.raises(SessionTerminatedError):

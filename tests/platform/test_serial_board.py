@@ -32,7 +32,8 @@ from utvm.errors import (
     UsageError,
 )
 from utvm.platform import available_platforms, get_platform
-from utvm.platform.serial_board.config import ENV_VAR, load_board_config, use_board_config
+from utvm.platform.qemu.boards import BOARDS
+from utvm.platform.serial_board.config import ENV_VAR, cortex_m_targets, load_board_config, use_board_config
 from utvm.platform.serial_board.platform import SerialBoardPlatform, SerialBoardTransport, run_board_command
 from utvm.support.models import models_dir
 from utvm.target import platform_target
@@ -227,6 +228,22 @@ def test_serial_board_is_a_builtin_platform_whose_target_is_the_boards_cpu(tmp_p
     other = write_board_toml(tmp_path / "..", cpu="cortex-m7")  # the explicit choice wins over the environment
     use_board_config(other)
     assert platform_target("serial-board").name == "cortex-m7"
+
+
+def test_every_cortex_m_cpu_of_a_qemu_board_is_a_serial_board_cpu_with_its_flags(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The M7, M33 and M55 among them: a board.toml names the CPU, and its firmware is compiled exactly as
+    # the QEMU board of that CPU compiles it (the M55 with -mcpu's own FPU, which carries MVE).
+    assert {"cortex-m7", "cortex-m33", "cortex-m33-nodsp", "cortex-m55"} <= set(cortex_m_targets())
+    for qemu in BOARDS.values():
+        (tmp_path / qemu.name).mkdir()
+        monkeypatch.setenv(ENV_VAR, str(write_board_toml(tmp_path / qemu.name, cpu=qemu.cpu)))
+        plat = get_platform("serial-board")
+        assert plat.target == qemu.cpu and plat.board.cpu_flags == qemu.cpu_flags, qemu.name
+    (tmp_path / "nodsp").mkdir()
+    monkeypatch.setenv(ENV_VAR, str(write_board_toml(tmp_path / "nodsp", cpu="cortex-m33-nodsp")))
+    assert get_platform("serial-board").board.cpu_flags == ("-mcpu=cortex-m33+nodsp", "-mthumb",
+                                                            "-mfloat-abi=hard", "-mfpu=fpv5-sp-d16")
 
 
 def test_cli_refuses_a_bad_board_config_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

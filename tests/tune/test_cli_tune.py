@@ -39,7 +39,7 @@ def test_tune_on_the_host_prints_the_table_and_appends_to_the_log(small_model: P
 @pytest.mark.parametrize(("argv", "message"), [
     ([], "give a MODEL to tune"),
     (["MODEL"], "-o LOG.jsonl is required"),
-    (["MODEL", "-o", "L", "--summary", "L"], "give no MODEL and no -o with it"),
+    (["MODEL", "-o", "L", "--summary", "L"], "--summary LOG prints a log: give no -o with it"),
     (["MODEL", "-o", "L", "--trials", "0"], "argument --trials: 0 must be at least 1"),
     (["MODEL", "-o", "L", "--batch", "x"], "argument --batch: 'x' is not an integer"),
     (["MODEL", "-o", "L", "--strategy", "annealing"], "argument --strategy: invalid choice"),

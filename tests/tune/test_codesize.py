@@ -40,3 +40,10 @@ def test_unrolling_costs_code() -> None:
 def test_the_host_target_is_measured_with_the_host_compiler() -> None:
     task = extract_tasks(KWS, "host", "double")[0]
     assert (code_bytes(task, task.space.default, "host") or 0) > 0
+
+
+def test_every_task_of_an_mve_build_is_measured() -> None:
+    """Helium code needs the hard-float ABI the target's flags carry (<arm_mve.h> refuses a soft-float build):
+    each of KWS's cortex-m55 tasks gets a code size."""
+    for task in extract_tasks(KWS, "cortex-m55", "double"):
+        assert (code_bytes(task, task.space.default, "cortex-m55") or 0) > 0, task.key

@@ -148,6 +148,18 @@ REFUSED = {
     "code a bool": (line(code=False), "'code' must be a byte count"),
     "code huge": (line(code=2**40), "'code' must be a byte count"),
     "code negative": (line(code=-1), "'code' must be a byte count"),
+    "weights negative": (line(weights=-1), "'weights' must be a byte count"),
+    "weights a bool": (line(weights=True), "'weights' must be a byte count"),
+    "weights huge": (line(weights=2**31), "'weights' must be a byte count"),
+    "weights a float": (line(weights=1024.0), "'weights' must be a byte count"),
+    "weights a string": (line(weights="1024"), "'weights' must be a byte count"),
+    "weights an object": (line(weights={"bytes": 1}), "'weights' must be a byte count"),
+    "scratch negative": (line(scratch=-16), "'scratch' must be a byte count"),
+    "scratch a bool": (line(scratch=False), "'scratch' must be a byte count"),
+    "scratch huge": (line(scratch=10**12), "'scratch' must be a byte count"),
+    "scratch a float": (line(scratch=0.5), "'scratch' must be a byte count"),
+    "scratch a list": (line(scratch=[64]), "'scratch' must be a byte count"),
+    "unit cycles": (line(unit="cycles"), "'unit' 'cycles' is not one of instructions, cycles_est, seconds"),
     "task an object": (line(task={"op": "dense"}), "'task' and 'target' must be non-empty strings"),
     "task with an escape": (line(task="dense:0123456789abcdef\x1b[2J"), "is not a task key"),
     "target with a newline": (line(target="host\nutvm compile: error: forged"), "is not a target name"),
@@ -194,6 +206,35 @@ def test_a_record_outside_the_schema_is_refused_with_its_reason(raw: bytes, reas
     assert rc == EXIT_OK and "0.500" in out
     assert len(err) == 1 and err[0].startswith(f"utvm tune: warning: tuning log {log}, line 2: record refused: ")
     assert_inert(out + "\n".join(err))
+
+
+@pytest.mark.parametrize(("key", "value"), [("weights", -1), ("weights", True), ("weights", 2**31),
+                                          ("weights", "12"), ("scratch", -1), ("scratch", False),
+                                          ("scratch", 2**40), ("scratch", 1.5)])
+def test_a_bad_footprint_is_one_line_naming_the_field_and_the_line(key: str, value: Any, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(line(default=True) + b"\n" + line(schedule={"px_block": 2}, **{key: value}) + b"\n")
+    with pytest.raises(TuningLogError, match=f"^tuning log .*, line 2: '{key}' must be a byte count from 0 to "):
+        tlog.read(log)  # appending is strict: the whole file is refused, naming the line
+    rc, _out, err = cli(capsys, "tune", "--summary", str(log))
+    assert rc == EXIT_OK  # applying skips the line, with one warning naming it and the field
+    assert len(err) == 1 and f"line 2: record refused: '{key}' must be a byte count" in err[0]
+    assert_inert(err[0])
+    rc, _out, err = cli(capsys, "compile", str(HELLO), "-o", str(tmp_path / "m.tar"), "-q", "--tuning-log", str(log))
+    assert rc == EXIT_OK and sum(f"line 2: record refused: '{key}'" in x for x in err) == 1
+
+
+def test_a_log_written_before_weights_and_scratch_were_recorded_still_loads(tmp_path: Path) -> None:
+    old = {k: v for k, v in rec(code=1200).to_json().items() if k not in ("weights", "scratch")}
+    older = {k: v for k, v in old.items() if k != "code"}
+    log = tmp_path / "old.jsonl"
+    log.write_text(json.dumps(old) + "\n" + json.dumps({**older, "schedule": {"px_block": 2}}) + "\n")
+    first, second = tlog.read(log)
+    assert (first.code, first.weights, first.scratch) == (1200, None, None)
+    assert (second.code, second.weights, second.scratch) == (None, None, None)
+    tlog.append(log, [dataclasses.replace(rec(px_block=4), weights=64, scratch=0)])  # a new record beside them
+    assert [(r.weights, r.scratch) for r in tlog.read(log)] == [(None, None), (None, None), (64, 0)]
 
 
 def test_a_file_with_no_record_is_not_a_tuning_log(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -43,6 +43,10 @@ def test_tune_writes_one_record_per_candidate_and_resumes(small_model: Path, tmp
         assert mine[0].default and mine[0].schedule == t.space.default  # the baseline first
         assert all(x.ok and x.unit == "seconds" and x.cost > 0 and x.platform == "host" for x in mine)
         assert mine[0].workload == dict(t.workload)
+        for x in mine:  # the footprints besides the cost: what the compiled candidate asks for
+            op = compile(t.graph, target="host", rounding=t.rounding, schedules={t.key: x.schedule}, passes=False,
+                         task_counts={t.key: t.count}).operators[0]
+            assert x.scratch == op.scratch_bytes and x.weights is not None and x.weights > 0 and x.code
     assert any(line.startswith("task 3/3 dense") and "4/4 trials" in line and "x the default" in line
                for line in lines)
     assert [s.task for s in r.summaries] == [t.key for t in tasks]

@@ -35,7 +35,7 @@ def test_tuning_on_qemu_counts_instructions_and_the_log_changes_the_count(
     patch_kernel(monkeypatch, "conv2d", points[1], "this is not C;")  # fails arm-none-eabi-gcc -Werror
     patch_kernel(monkeypatch, "conv2d", points[2], "out0[5] = (int8_t)(out0[5] + 1);")  # a wrong output
     log = tmp_path / "m4.jsonl"
-    m = Measurer(PLATFORM, seed=0)
+    m = Measurer(PLATFORM, seed=0, cost="instructions")  # (the board's default cost is its estimated cycles)
     r = tune(small_model, log, PLATFORM, trials=6, batch=6, strategy="grid", only=[task.key], measurer=m)
     recs = tlog.read(log)
     assert r.measured == 6 and len(recs) == 6
@@ -51,17 +51,40 @@ def test_tuning_on_qemu_counts_instructions_and_the_log_changes_the_count(
     assert tlog.best_schedules(log, "cortex-m4")[task.key] not in (points[1], points[2])
 
     # Deterministic: the default measured again, in another firmware, costs the same instructions.
-    (again,) = list(Measurer(PLATFORM, seed=5).measure(task, [task.space.default]))
+    (again,) = list(Measurer(PLATFORM, seed=5, cost="instructions").measure(task, [task.space.default]))
     assert again.ok and again.cost == dflt.cost
 
     # Resumed: nothing left to do.
-    assert tune(small_model, log, PLATFORM, trials=6, batch=6, strategy="grid", only=[task.key]).measured == 0
+    assert tune(small_model, log, PLATFORM, trials=6, batch=6, strategy="grid", only=[task.key],
+                cost="instructions").measured == 0
 
     # Applying a log changes what the whole model executes, in the direction the tuner measured.
     other = max((x for x in ok if x.cost != dflt.cost), key=lambda x: abs(x.cost - dflt.cost))
     chosen = tmp_path / "chosen.jsonl"
     tlog.append(chosen, [other])
     base = cycles(capsys, small_model)
-    tuned = cycles(capsys, small_model, "--tuning-log", str(chosen))
+    tuned = cycles(capsys, small_model, "--tuning-log", str(chosen), "--max-flash-growth", "none",
+                   "--max-ram-growth", "none")  # the point farthest from the default, whatever it takes
     assert tuned != base
     assert (tuned > base) == (other.cost > dflt.cost)
+
+
+def test_tuning_on_estimated_cycles(small_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`--cost cycles` on qemu-cortex-m4 (its timing model of the M4): every record in estimated cycles,
+    deterministic, never fewer than the instructions the point executes; the run ends with the whole-model
+    choice, which `--tuning-log` then applies."""
+    log = tmp_path / "cycles.jsonl"
+    assert main(["tune", str(small_model), "--platform", PLATFORM, "--cost", "cycles", "--trials", "2", "--batch", "2",
+                 "-o", str(log), "-q"]) == 0
+    out = capsys.readouterr().out
+    assert " cyc " in out and "whole-model choice (flash +10%, workspace +0%)" in out
+    recs = tlog.read(log)
+    assert len(recs) == 6 and all(r.ok and r.unit == "cycles_est" and r.cost == int(r.cost) for r in recs)
+    assert all(r.weights is not None and r.scratch is not None for r in recs)
+    task = extract_tasks(small_model, "cortex-m4")[2]  # the dense layer
+    (dflt,) = [r for r in recs if r.task == task.key and r.default]
+    (again,) = list(Measurer(PLATFORM, seed=3).measure(task, [task.space.default]))
+    assert again.unit == "cycles_est" and again.cost == dflt.cost
+    (insn,) = list(Measurer(PLATFORM, seed=3, cost="instructions").measure(task, [task.space.default]))
+    assert insn.unit == "instructions" and 0 < insn.cost <= again.cost
+    assert cycles(capsys, small_model, "--tuning-log", str(log)) > 0

@@ -221,6 +221,22 @@ def add_board_config_option(p: argparse.ArgumentParser) -> None:
                    help="the board of --platform serial-board (default: $UTVM_BOARD_CONFIG; docs/platforms.md)")
 
 
+def add_budget_options(p: argparse.ArgumentParser) -> None:
+    """--max-flash-growth, --max-ram-growth and --max-code-growth: the budgets of applying a tuning log
+    (utvm.tune.log.Budgets; docs/tuning.md, "Budgets")."""
+    from utvm.tune.log import DEFAULT_MAX_FLASH_GROWTH, DEFAULT_MAX_RAM_GROWTH
+
+    p.add_argument("--max-flash-growth", metavar="F", type=growth, default=DEFAULT_MAX_FLASH_GROWTH,
+                   help="with a tuning log: the tuned tasks' flash (code + weights) at most F over the default "
+                        f"build's (a fraction; default {DEFAULT_MAX_FLASH_GROWTH:g}; `none`: no limit)")
+    p.add_argument("--max-ram-growth", metavar="F", type=growth, default=DEFAULT_MAX_RAM_GROWTH,
+                   help="with a tuning log: the model's planned workspace at most (1 + F) times the default "
+                        f"build's (default {DEFAULT_MAX_RAM_GROWTH:g}: no larger; `none`: no limit)")
+    p.add_argument("--max-code-growth", metavar="F", type=growth, default=None,
+                   help="with a tuning log: also, each task's machine code at most (1 + F) times its default "
+                        "point's (a per-task limit; default `none`: only the flash budget)")
+
+
 def c_source(text: str) -> str:
     """An existing C source file (`--extra-source FILE.c`): the name ends in .c."""
     nonempty_path(text)
@@ -257,6 +273,12 @@ def target_name(text: str) -> str:
 
 def code_growth(text: str) -> float | None:
     """A fraction >= 0 (0.1: 10% more code), or `none` for no limit."""
+    return growth(text)
+
+
+def growth(text: str) -> float | None:
+    """A budget's growth over the default build (--max-flash-growth, --max-ram-growth, --max-code-growth): a
+    fraction >= 0 (0.1: 10% more; 0: no more), or `none` for no limit."""
     if text.strip().lower() == "none":
         return None
     try:

@@ -56,13 +56,9 @@ def add_compile_options(p: argparse.ArgumentParser) -> None:
                    help="the CPU the code is for: host, cortex-m0/-m3/-m4/-m7/-m33/-m55 (default: the "
                         "platform's target; `host`, portable C, for compile)")
     p.add_argument("--tuning-log", metavar="LOG.jsonl", type=A.input_file, default=None,
-                   help="apply the best schedule per task from a `utvm tune` log (other tasks keep the default)")
-    from utvm.tune.log import DEFAULT_MAX_CODE_GROWTH
-
-    p.add_argument("--max-code-growth", metavar="F", type=A.code_growth, default=DEFAULT_MAX_CODE_GROWTH,
-                   help="with --tuning-log: a task's schedule may take at most (1 + F) times the machine code of "
-                        f"its default point (default {DEFAULT_MAX_CODE_GROWTH:g}; `none`: the fastest whatever "
-                        "its size)")
+                   help="apply a `utvm tune` log: the fastest combination of its schedules for the whole model "
+                        "within the budgets below (other tasks keep the default; docs/tuning.md)")
+    A.add_budget_options(p)
     p.add_argument("--custom-op", action="append", default=[], metavar="NAME=FILE.c:symbol", type=A.custom_op,
                    help="bind operator NAME (a TFLite CUSTOM op's custom_code, or any operator utvm lacks) to the "
                         "C function symbol in FILE.c (docs/custom_ops.md; repeatable)")
@@ -107,11 +103,12 @@ def compile_from_args(args: argparse.Namespace, model: Path, say=None):  # noqa:
         raise UsageError(str(exc)) from exc
     if not model.is_file():
         raise UsageError(f"{model}: no such model file" if not model.exists() else f"{model}: not a model file")
-    schedules = None
-    if getattr(args, "tuning_log", None):
-        from utvm.tune.log import best_schedules
+    log = None
+    if getattr(args, "tuning_log", None):  # read first: a file that is no tuning log fails before any work
+        from utvm.tune.log import load as load_log
 
-        schedules = best_schedules(args.tuning_log, target, args.max_code_growth)
+        log = load_log(args.tuning_log)
+        log.report()
     say = say or (lambda _m: None)
     t0 = time.monotonic()
     say(f"importing {model}")
@@ -126,18 +123,50 @@ def compile_from_args(args: argparse.Namespace, model: Path, say=None):  # noqa:
         print(f"--- IR after {name} ({len(g.nodes)} ops) ---")
         print(g.dump())  # the model's names escaped by Graph.dump itself
 
-    compiled = compile_graph(graph, model_name=args.model_name, executor=args.executor,
+    dump_ir = dump if getattr(args, "dump_ir", False) else None
+
+    def build(schedules: dict | None, quiet: bool = False):  # noqa: ANN202 - a CompiledModel
+        return compile_graph(graph, model_name=args.model_name, executor=args.executor,
                              unpacked_api=args.unpacked_api, interface_api=args.interface_api,
                              workspace=args.workspace, memory_planner=args.memory_planner, rounding=args.rounding,
-                             progress=say, dump_ir=dump if getattr(args, "dump_ir", False) else None,
-                             target=target, schedules=schedules, memory_pools=tuple(args.memory_pools),
+                             progress=None if quiet else say, dump_ir=None if quiet else dump_ir, target=target,
+                             schedules=schedules, memory_pools=tuple(args.memory_pools),
                              constants_section=args.constants_section or "")
-    if schedules is not None:  # what the log holds for *this* model's tasks (utvm.tune.log.applied_report)
-        from utvm.tune.log import applied_report
 
-        say(applied_report(args.tuning_log, schedules, compiled.operators, target))
+    compiled = build(None)  # the default build: with a tuning log, the baseline of its budgets
+    if log is not None:
+        compiled = _apply_tuning_log(args, log, compiled, build, target, say)
     compiled.source_model_name = model.name
     compiled.source_model_bytes = model.read_bytes()
+    return compiled
+
+
+def _apply_tuning_log(args: argparse.Namespace, log, default, build, target: str, say):  # noqa: ANN001, ANN202
+    """The model compiled with the whole-model choice of the tuning log `log` (utvm.tune.budget) within the
+    budget flags, `default` being its default build; the default build when the tuned plan's workspace comes
+    out over the RAM budget after all (a schedule that changed more than its scratch), with a warning."""
+    import warnings
+
+    from utvm.support.text import shown
+    from utvm.tune.budget import choose_schedules
+    from utvm.tune.log import Budgets, applied_report
+
+    budgets = Budgets(args.max_code_growth, args.max_flash_growth, args.max_ram_growth)
+    choice = choose_schedules(log.records, default, budgets, name=f"tuning log {args.tuning_log}")
+    compiled = default
+    if choice.schedules:
+        say(f"compiling again with the schedules of tuning log {args.tuning_log}")
+        compiled = build(choice.schedules, quiet=True)
+        budget = choice.workspace_budget
+        if not args.memory_pools and budget is not None and compiled.plan.workspace_bytes > budget:
+            warnings.warn(shown(f"tuning log {args.tuning_log}: the tuned build's workspace "
+                                f"{compiled.plan.workspace_bytes:,} bytes is over the budget {int(budget):,} "
+                                "(--max-ram-growth): the default build is used"), stacklevel=2)
+            compiled = default
+    # what the log holds for *this* model's tasks (utvm.tune.log.applied_report)
+    say(applied_report(args.tuning_log, choice.schedules, compiled.operators, target, choice.log_tasks))
+    if choice.tasks:
+        say(f"tuning log {args.tuning_log}: {choice.report()}")
     return compiled
 
 

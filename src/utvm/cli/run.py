@@ -19,9 +19,11 @@ outputs must be bit-exact, float outputs within 1e-5 of the reference (relative 
 mismatch exits with status 3. NaN in an output equals NaN at the same place in the reference. --json prints
 one strict JSON object {outputs, bit_exact, max_abs_err, latency_s, seed}, where a NaN or an infinity is
 null and the object then also holds "nonfinite": true, plus
-`cycles` (instructions per run) on platforms whose clock counts instructions (QEMU under -icount: two runs
-of the same firmware report the same number). --profile times every fused operator on the device through
-the system library and prints them sorted by cost (utvm.cli.run_profile); --profile-plot FILE.png draws it.
+`cycles` and `instructions` (the same number: instructions per run) on platforms whose clock counts
+instructions (QEMU under -icount: two runs of the same firmware report the same number), and `cycles_est`
+(estimated cycles per run) with `timing_model` on boards with a timing model (docs/timing.md). --profile
+times every fused operator on the device through the system library and prints them sorted by cost
+(utvm.cli.run_profile); --profile-plot FILE.png draws it.
 --debug-layers then runs the model operator by operator on the device and compares every intermediate
 tensor with utvm's reference interpreter, printing a row per operator and the first that differs (exit
 status 3 then; under "debug_layers" with --json; utvm.layer_debug). Both work in every calling convention
@@ -166,7 +168,9 @@ def _run(args: argparse.Namespace) -> int:
     timings = None
     layers = None
     with plat.start(firmware, reply_timeout_s=args.timeout) as session:
+        seen = session.timing_regions()  # the board's timing model (docs/timing.md), None without one
         outputs, latency = run_on_device(session, compiled, inputs, repeat=args.repeat)
+        cycles_est = _model_cycles_est(session, seen, latency, ips)
         if args.profile or args.profile_plot:
             from utvm.cli.run_profile import profile_operators
 
@@ -181,7 +185,11 @@ def _run(args: argparse.Namespace) -> int:
                                                                             strict=True)},
                               "bit_exact": None, "max_abs_err": None, "latency_s": latency, "seed": seed}
     if ips and latency is not None:
-        result["cycles"] = round(latency * ips)
+        result["cycles"] = round(latency * ips)  # instructions (the historical key)
+        result["instructions"] = result["cycles"]
+    if cycles_est is not None:
+        result["cycles_est"] = round(cycles_est)
+        result["timing_model"] = getattr(plat, "timing_model", None)
     if timings is not None:
         from utvm.cli.run_profile import format_profile, plot_profile
 
@@ -206,6 +214,9 @@ def _run(args: argparse.Namespace) -> int:
         _print_text(compiled, outputs, result, checked_by, ok, args.check or bool(args.oracle))
         if "cycles" in result:
             print(f"instructions: {result['cycles']} per run (deterministic instruction clock)")
+        if "cycles_est" in result:
+            print(f"estimated cycles: {result['cycles_est']} per run ({result['timing_model']} timing model, "
+                  "docs/timing.md)")
         if timings is not None:
             print(format_profile(timings, latency))
         if layers is not None:
@@ -213,6 +224,22 @@ def _run(args: argparse.Namespace) -> int:
 
             print(format_layers(layers))
     return 0 if ok else EXIT_MISMATCH
+
+
+def _model_cycles_est(session: Any, seen: list[Any] | None, latency: float | None,
+                      ips: float | None) -> float | None:
+    """The whole model's estimated cycles per run: its instructions (latency x ips) at the cycles per
+    instruction of the last span the timing model closed while run_on_device timed it (every repeat times the
+    same call); None without a timing model or a timing."""
+    from utvm.runtime.backend import estimate_cycles
+
+    if seen is None or latency is None or not ips:
+        return None
+    regions = (session.timing_regions() or [])[len(seen):]
+    if not regions:
+        return None
+    est = estimate_cycles([latency], regions[-1:], ips)
+    return None if est is None else est[0]
 
 
 def _print_text(compiled: Any, outputs: list[np.ndarray], result: dict[str, Any], checked_by: str, ok: bool,

@@ -14,6 +14,9 @@ Builds the standalone firmware `utvm deploy` writes (cached) and reports:
   the static bound, the report says so and the command exits with status 1.
 --compare-conventions compiles the model three times (packed; unpacked; unpacked + C interface) and prints
 text, data, bss, total and max stack of each, with the savings against packed (the RFC's table).
+On a board with a timing model (docs/timing.md) the firmware also runs under QEMU's cycles plugin, and the
+report gives one inference's `instructions` and `cycles_est` (estimated cycles), from the call of the model
+in main() to its return (not with --no-run).
 """
 
 from __future__ import annotations
@@ -118,10 +121,14 @@ def run(args: argparse.Namespace) -> int:
         compiled = load_compiled(args, say)
         say(f"building and measuring the {board} deploy firmware")
         report = firmware_report(compiled, board, measure=not args.no_run)
+        speed = None if args.no_run else model_run_timing(report, compiled, board)
         if args.json:
-            print(jsonout.dumps({"model": compiled.model_name, **report.to_json()}))
+            print(jsonout.dumps({"model": compiled.model_name, **report.to_json(), **(speed or {})}))
         else:
             print(format_report(report, compiled.model_name))
+            if speed is not None:
+                print(f"one inference: {speed['instructions']} instructions, {speed['cycles_est']} estimated cycles "
+                      f"({speed['timing_model']} timing model, docs/timing.md)")
         return 0 if report.stack_consistent in (None, True) else 1
 
     if is_mlf(Path(args.model)):
@@ -135,11 +142,34 @@ def run(args: argparse.Namespace) -> int:
         say(f"building and measuring the {label} firmware")
         reports.append((label, compiled, firmware_report(compiled, board, measure=not args.no_run)))
     if args.json:
+        speeds = [None if args.no_run else model_run_timing(r, c, board) for _label, c, r in reports]
         print(jsonout.dumps({"model": reports[0][1].model_name, "board": board,
-                          "conventions": [{"convention": label, **r.to_json()} for label, _c, r in reports]}))
+                             "conventions": [{"convention": label, **r.to_json(), **(speed or {})}
+                                             for (label, _c, r), speed in zip(reports, speeds, strict=True)]}))
         return 0
     print(format_comparison(reports, board))
     return 0
+
+
+def model_run_timing(report: Any, compiled: Any, board: str) -> dict[str, Any] | None:
+    """One inference of the deploy firmware under the board's timing model: {"instructions", "cycles_est",
+    "timing_model"} from the call of the model's entry point in main() (`<prefix>_run`, or `TVMExecute` in
+    the C interface) to its return; None on a board without a model or with the plugin turned off."""
+    from utvm.errors import PlatformError
+    from utvm.platform.qemu import timing
+    from utvm.platform.qemu.boards import get_board
+
+    core = timing.BOARD_MODELS.get(board)
+    if core is None or not timing.enabled():
+        return None
+    elf = Path(report.project) / "build" / "firmware.elf"
+    sites = timing.call_sites(elf, [f"{compiled.prefix}_run", "TVMExecute"])
+    run = timing.count_calls(get_board(board).machine, elf, core, sites, timeout=600.0)
+    if run.exit_status != 0 or not run.regions:
+        raise PlatformError(f"{elf}: the run under the {core} timing model "
+                            + (f"exited with status {run.exit_status}" if run.exit_status else "measured no call"))
+    first = run.regions[0]
+    return {"instructions": first.instructions, "cycles_est": first.cycles, "timing_model": core}
 
 
 def format_comparison(reports: list[tuple[str, Any, Any]], board: str) -> str:

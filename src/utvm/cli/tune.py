@@ -3,20 +3,26 @@
     utvm tune kws_ref_model.tflite --platform qemu-cortex-m4 --rounding double -o kws.jsonl
     utvm compile kws_ref_model.tflite --target cortex-m4 --rounding double --tuning-log kws.jsonl
     utvm tune --summary kws.jsonl
+    utvm tune --summary kws.jsonl kws_ref_model.tflite --target cortex-m4 --rounding double
 
 The model's tasks (distinct workloads of kernels with a schedule space) are tuned one after another: the
 kernel's default point first, then the strategy's proposals, --batch candidates per evaluation firmware,
 until --trials points of the task are measured. Each candidate's output is checked bit-exact against the
-reference before it is timed with the device's time evaluator (QEMU: instructions under -icount; host:
-seconds); a wrong candidate, one that fails to build, or one that hangs (--timeout) or crashes the device
-is logged with its error and never chosen (the device is restarted and tuning goes on).
+reference before it is timed with the device's time evaluator; a wrong candidate, one that fails to build,
+or one that hangs (--timeout) or crashes the device is logged with its error and never chosen (the device
+is restarted and tuning goes on). --cost says what is minimised: `cycles` (estimated by the platform's
+timing model of its core; the default on QEMU boards that have one) or `instructions` (QEMU under -icount;
+the default on the others); off QEMU, seconds. Each record also holds the candidate's code, weights and
+scratch bytes.
 
 Every measured candidate is appended to LOG at once (JSON lines; an existing log is appended to, never
 replaced): Ctrl-C keeps what was measured, and running the same command again resumes, skipping every
 (task, schedule) already in the log. An existing LOG must be empty or a tuning log (every line a record): any
 other file is refused (exit 2) before any work and left as it is. Progress goes to stderr, one line per batch;
-the table of default vs best per task goes to stdout. Apply the log with `--tuning-log LOG` on compile, run,
-deploy or size, with the same --target (or --platform) and --rounding: task keys include both.
+the table of default vs best per task (best within the budgets per task) and the whole-model choice within
+--max-flash-growth and --max-ram-growth (what `--tuning-log` will apply) go to stdout. Apply the log with
+`--tuning-log LOG` on compile, run, deploy or size, with the same --target (or --platform) and --rounding:
+task keys include both.
 
 Strategies: grid (every legal point in order), random (seeded sampling), model (a learned cost model,
 gradient-boosted trees on the knobs; needs `pip install 'utvm[tune]'`), auto (the default: model when
@@ -35,7 +41,7 @@ from utvm.errors import UsageError
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     from utvm.tune.driver import DEFAULT_BATCH, DEFAULT_STRATEGY, DEFAULT_TIMEOUT_S, DEFAULT_TRIALS
-    from utvm.tune.log import DEFAULT_MAX_CODE_GROWTH
+    from utvm.tune.measure import COSTS
     from utvm.tune.strategy import AUTO, STRATEGIES
 
     p = subparsers.add_parser("tune", help="tune operator schedules on a device (writes a tuning log)",
@@ -61,23 +67,67 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="the CPU to generate code for (default: the platform's target)")
     p.add_argument("--rounding", default="single", choices=("single", "double"),
                    help="requantization rounding the model will be compiled with (part of every task key)")
+    p.add_argument("--cost", choices=tuple(COSTS), default=None,
+                   help="what to minimise: cycles (estimated by the platform's timing model; the default where "
+                        "it has one) or instructions (QEMU; the default elsewhere on QEMU); off QEMU, seconds. "
+                        "With --summary: the records of that cost only")
     p.add_argument("--summary", metavar="LOG.jsonl", type=A.nonempty_path, default=None,
-                   help="print the default vs best cost of every task in LOG and exit (no tuning)")
-    p.add_argument("--max-code-growth", metavar="F", type=A.code_growth, default=DEFAULT_MAX_CODE_GROWTH,
-                   help="the code budget of the best schedule in the progress lines and the table, as with "
-                        f"--tuning-log: at most (1 + F) times the default point's code (default "
-                        f"{DEFAULT_MAX_CODE_GROWTH:g}; `none`: no limit)")
+                   help="print the default vs best cost of every task in LOG and exit (no tuning); with a MODEL, "
+                        "also the whole-model choice within the budgets")
+    A.add_budget_options(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=run)
 
 
+def _budgets(args: argparse.Namespace):  # noqa: ANN202 - utvm.tune.log.Budgets
+    from utvm.tune.log import Budgets
+
+    return Budgets(args.max_code_growth, args.max_flash_growth, args.max_ram_growth)
+
+
+def _target(args: argparse.Namespace) -> str:
+    from utvm.target import get_target, platform_target
+
+    cpu = platform_target(args.platform)
+    target = get_target(args.target) if args.target else cpu
+    reason = target.runs_on(cpu)
+    if reason:
+        raise UsageError(f"--target {target.name}: {reason} (platform {args.platform})")
+    return target.name
+
+
+def _print_choice(args: argparse.Namespace, model: Path, records: list, target: str, unit: str | None) -> None:
+    """The whole-model choice of `records` for `model` within the budget flags (utvm.tune.budget)."""
+    from utvm.support.text import shown
+    from utvm.tune.budget import choose_for_model, format_choice
+
+    choice = choose_for_model(model, records, target, args.rounding, _budgets(args), unit=unit,
+                              name=f"tuning log {args.summary or args.output}")
+    if choice.tasks:
+        print(format_choice(choice))
+    else:
+        print(shown(f"whole-model choice: no usable record of this model's tasks on {target}"
+                    + (f" in {unit}" if unit else "") + ": every task keeps its default schedule"))
+
+
 def run(args: argparse.Namespace) -> int:
-    from utvm.tune.driver import format_summary, summary_of_log
+    from utvm.compiler.schedule import describe_workload
+    from utvm.tune import log as tlog
+    from utvm.tune.driver import format_summary
+    from utvm.tune.measure import COSTS
 
     if args.summary is not None:
-        if args.model is not None or args.output is not None:
-            raise UsageError("--summary LOG prints a log; give no MODEL and no -o with it")
-        print(format_summary(summary_of_log(args.summary, args.max_code_growth)))
+        if args.output is not None:
+            raise UsageError("--summary LOG prints a log: give no -o with it (a MODEL adds the whole-model choice)")
+        target = _target(args) if args.model is not None else ""
+        contents = tlog.load(args.summary)
+        contents.report()
+        b = _budgets(args)
+        unit = COSTS[args.cost] if args.cost else None
+        print(format_summary(tlog.summarize(contents.records, describe_workload, b.code, max_flash_growth=b.flash,
+                                            max_ram_growth=b.ram, unit=unit)))
+        if args.model is not None:
+            _print_choice(args, Path(args.model), contents.records, target, unit)
         return 0
     if args.model is None:
         raise UsageError("give a MODEL to tune (or --summary LOG to print a tuning log)")
@@ -89,26 +139,25 @@ def run(args: argparse.Namespace) -> int:
 def _tune(args: argparse.Namespace) -> int:
     from utvm.support.files import check_output_file
     from utvm.support.text import shown
-    from utvm.target import get_target, platform_target
+    from utvm.target import get_target
+    from utvm.tune import log as tlog
     from utvm.tune.driver import format_duration, format_summary, tune
     from utvm.tune.strategy import check_strategy
 
     out = check_output_file(args.output, "-o", A.input_paths(args))
     model = Path(args.model)  # an existing, readable regular file (A.model_file)
-    cpu = platform_target(args.platform)
-    target = get_target(args.target) if args.target else cpu
-    reason = target.runs_on(cpu)
-    if reason:
-        raise UsageError(f"--target {target.name}: {reason} (platform {args.platform})")
+    target = get_target(_target(args))
     check_strategy(args.strategy)  # a missing optional dependency fails before any work
     say = progress_printer(args.quiet)
     result = tune(model, out, args.platform, target=target.name, rounding=args.rounding, trials=args.trials,
                   strategy=args.strategy, batch=args.batch, timeout=args.timeout, seed=args.seed, progress=say,
-                  max_code_growth=args.max_code_growth)
+                  max_code_growth=args.max_code_growth, max_flash_growth=args.max_flash_growth,
+                  max_ram_growth=args.max_ram_growth, cost=args.cost)
     if not result.tasks:
         print(shown(f"no operator of {model} has a schedule space on {target.name}: nothing to tune"))
         return 0
     print(format_summary(result.summaries))
+    _print_choice(args, model, tlog.read(out), target.name, result.unit)
     print(shown(f"measured {result.measured} candidate(s) in {format_duration(result.seconds)}"
                 + (f", {result.resumed} already in the log" if result.resumed else "")
                 + f"; log {out}"))

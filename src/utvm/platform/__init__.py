@@ -36,6 +36,7 @@ BUILTIN_PLATFORMS: dict[str, str] = {
     "qemu-cortex-m4": "utvm.platform.qemu.platform:QemuCortexM4Platform",
     "qemu-cortex-m7": "utvm.platform.qemu.platform:QemuCortexM7Platform",
     "qemu-cortex-m33": "utvm.platform.qemu.platform:QemuCortexM33Platform",
+    "qemu-cortex-m55": "utvm.platform.qemu.platform:QemuCortexM55Platform",
     # A real board described by a board.toml (--board-config / $UTVM_BOARD_CONFIG), over its serial port.
     "serial-board": "utvm.platform.serial_board.platform:SerialBoardPlatform",
 }

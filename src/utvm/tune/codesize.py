@@ -35,7 +35,7 @@ def _tools(target: str) -> tuple[list[str], str] | None:
         gcc, size = shutil.which("gcc"), shutil.which("size")
         return ([gcc], size) if gcc and size else None
     gcc, size = shutil.which("arm-none-eabi-gcc"), shutil.which("arm-none-eabi-size")
-    return ([gcc, f"-mcpu={t.mcpu}", "-mthumb"], size) if gcc and size else None
+    return ([gcc, *t.cpu_flags], size) if gcc and size else None
 
 
 def code_bytes(task: Task, point: Schedule, target: str) -> int | None:

@@ -13,9 +13,11 @@ returns at once. Only this driver writes the log.
 
 Progress (through `progress(message)`): per batch, a line `task i/n <description>: done/total trials, best
 <cost> = <ratio>x the default <cost>, errors, ETA <remaining time>`. Its best and default are what the final
-table says of the task so far (`log.summarize` with the same `max_code_growth`: the best within the code
-budget). The ETA is the time per candidate of this run so far times the candidates still to measure in this
-task and the following ones.
+table says of the task so far (`log.summarize` with the same per-task budgets: `max_code_growth`,
+`max_flash_growth`, `max_ram_growth`). The ETA is the time per candidate of this run so far times the
+candidates still to measure in this task and the following ones. `cost` is what is minimised (measure.COSTS:
+estimated cycles on a platform with a timing model of its core, else instructions, or seconds off QEMU):
+records of another unit in the log are neither resumed nor compared.
 
 The log may hold anything before the run: it must be empty or a tuning log (every complete line a record,
 `log.read`), or the run stops before any work and the file is left as it is. Every string of a summary or a
@@ -40,7 +42,7 @@ from utvm.compiler.schedule import Schedule, describe_workload
 from utvm.errors import UsageError
 from utvm.support.text import shown
 from utvm.tune import log as tlog
-from utvm.tune.measure import UNIT_INSTRUCTIONS, CandidateHook, Measurer
+from utvm.tune.measure import COSTS, UNIT_CYCLES, UNIT_INSTRUCTIONS, CandidateHook, Measurer
 from utvm.tune.strategy import (
     AUTO,
     STRATEGIES,
@@ -71,17 +73,20 @@ class TuneResult:
     resumed: int  # (task, schedule) pairs found in the log and skipped
     seconds: float
     stats: dict[str, int] = field(default_factory=dict)
+    unit: str = ""  # what the costs were measured in (measure.COSTS)
+    target: str = ""
 
 
 def format_cost(cost: float | None, unit: str) -> str:
     if cost is None:
         return "-"
-    if unit == UNIT_INSTRUCTIONS:
+    if unit in (UNIT_INSTRUCTIONS, UNIT_CYCLES):
+        name = "insn" if unit == UNIT_INSTRUCTIONS else "cyc"
         if cost >= 1e6:
-            return f"{cost / 1e6:.3f} M insn"
+            return f"{cost / 1e6:.3f} M {name}"
         if cost >= 1e3:
-            return f"{cost / 1e3:.1f} k insn"
-        return f"{cost:.0f} insn"
+            return f"{cost / 1e3:.1f} k {name}"
+        return f"{cost:.0f} {name}"
     if cost >= 1e-3:
         return f"{cost * 1e3:.3f} ms"
     return f"{cost * 1e6:.2f} us"
@@ -102,10 +107,23 @@ def _cell(text: object, limit: int | None = None) -> str:
     return out if limit is None or len(out) <= limit else out[:limit - 3] + "..."
 
 
+def footprint_cell(best: tlog.Record | None, default: tlog.Record | None, key: str) -> str:
+    """`<bytes> (<+delta>)` of footprint `key` (code, weights, scratch) of the best record against the
+    default's; `?` for a figure the record lacks, no delta when the default's is unknown."""
+    if best is None:
+        return "-"
+    value = getattr(best, key)
+    if value is None:
+        return "?"
+    base = getattr(default, key) if default is not None else None
+    return f"{value}" if base is None else f"{value} ({value - base:+d})"
+
+
 def format_summary(summaries: Sequence[tlog.TaskSummary]) -> str:
-    """The table `utvm tune` ends with and `utvm tune --summary` prints: per task, default vs best. Every
-    cell that came from the log (description, target, schedule) is escaped: a log cannot drive the terminal
-    or forge a row."""
+    """The table `utvm tune` ends with and `utvm tune --summary` prints: per task, default vs best (its
+    cost, and its code, weights and scratch bytes with their growth over the default point's). Every cell
+    that came from the log (description, target, schedule) is escaped: a log cannot drive the terminal or
+    forge a row."""
     if not summaries:
         return "no task in the log"
     rows = []
@@ -114,8 +132,10 @@ def format_summary(summaries: Sequence[tlog.TaskSummary]) -> str:
         best = _cell(", ".join(f"{k}={v}" for k, v in s.best.schedule.items())) if s.best else "-"
         rows.append((_cell(s.description, MAX_DESCRIPTION), _cell(s.target), str(s.trials), str(s.errors),
                      format_cost(s.default.cost if s.default else None, s.unit),
-                     format_cost(s.best.cost if s.best else None, s.unit), ratio, best))
-    head = ("task", "target", "trials", "errors", "default", "best", "best/default", "best schedule")
+                     format_cost(s.best.cost if s.best else None, s.unit), ratio,
+                     *(footprint_cell(s.best, s.default, k) for k in tlog.FOOTPRINTS), best))
+    head = ("task", "target", "trials", "errors", "default", "best", "best/default", "code B", "weights B",
+            "scratch B", "best schedule")
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head[:-1])]
 
     def line(cells: Sequence[str]) -> str:
@@ -133,13 +153,14 @@ def format_summary(summaries: Sequence[tlog.TaskSummary]) -> str:
 
 
 def progress_line(ti: int, n: int, task: Task, budget: int, mine: dict[str, tlog.Record], unit: str,
-                  eta_s: float | None, max_code_growth: float | None = tlog.DEFAULT_MAX_CODE_GROWTH,
+                  eta_s: float | None, budgets: tlog.Budgets = tlog.API_BUDGETS,
                   records: Sequence[tlog.Record] | None = None) -> str:
     """`task i/n <description>: done/total trials, best <cost> = <ratio>x the default <cost>, errors, ETA`.
     `mine`: the task's records in its current space (the trials); `records`: all its records (default:
-    `mine`), of which the best and the default are what the final table says (`log.summarize` with
-    `max_code_growth`)."""
-    summary = tlog.summarize(list(mine.values()) if records is None else records, max_code_growth=max_code_growth)
+    `mine`), of which the best and the default are what the final table says (`log.summarize` with the
+    per-task `budgets`)."""
+    summary = tlog.summarize(list(mine.values()) if records is None else records, max_code_growth=budgets.code,
+                             max_flash_growth=budgets.flash, max_ram_growth=budgets.ram, unit=unit)
     s = next((x for x in summary if x.task == task.key), None)
     errors = sum(1 for r in mine.values() if not r.ok)
     text = f"task {ti + 1}/{n} {_cell(task.description)}" + (f" (x{task.count})" if task.count > 1 else "")
@@ -173,10 +194,10 @@ def _record(task: Task, res: Any, target: str, default: bool, platform: str) -> 
     if error is not None:
         cost = None
         error = str(error)[:tlog.MAX_ERROR_CHARS]
-    code = res.code if type(res.code) is int and 0 <= res.code <= tlog.MAX_CODE_BYTES else None
+    sizes = [tlog.byte_count(getattr(res, k, None)) for k in tlog.FOOTPRINTS]  # out of range or a bool: unknown
     return tlog.Record(task.key, target, dict(res.schedule), None if cost is None else float(cost), res.unit, error,
                        utvm.__version__[:tlog.MAX_TEXT], dict(task.workload), _now(), default,
-                       str(platform)[:tlog.MAX_TEXT], code)
+                       str(platform)[:tlog.MAX_TEXT], *sizes)
 
 
 def tune(model: Any, log_path: str | os.PathLike[str], platform: str = "host", *, target: str | None = None,
@@ -184,13 +205,16 @@ def tune(model: Any, log_path: str | os.PathLike[str], platform: str = "host", *
          batch: int = DEFAULT_BATCH, timeout: float = DEFAULT_TIMEOUT_S, seed: int = 0,
          progress: Callable[[str], None] | None = None, on_candidate: CandidateHook | None = None,
          only: Sequence[str] | None = None, measurer: Measurer | None = None,
-         max_code_growth: float | None = tlog.DEFAULT_MAX_CODE_GROWTH) -> TuneResult:
+         max_code_growth: float | None = tlog.DEFAULT_MAX_CODE_GROWTH, max_flash_growth: float | None = None,
+         max_ram_growth: float | None = None, cost: str | None = None) -> TuneResult:
     """Tune every task of `model` (a .tflite/.onnx path or an imported Graph) on `platform`, appending to
     the log at `log_path` (see the module docstring). `target`: the CPU to generate code for (default:
     the platform's). `strategy`: grid, random, model or auto (model when scikit-learn is installed, else
     random). `only`: task keys to tune (default: all). `on_candidate(session, index, schedule)`
-    runs before each candidate is measured (tests use it to kill the device). `max_code_growth`: the code
-    budget of the progress lines' and the summary's best (log.best_records)."""
+    runs before each candidate is measured (tests use it to kill the device). `max_code_growth`,
+    `max_flash_growth`, `max_ram_growth`: the per-task budgets of the progress lines' and the summary's best
+    (log.best_records). `cost`: what is measured and minimised (measure.COSTS; None: the platform's
+    default, see measure.cost_unit)."""
     say = progress or (lambda _m: None)
     if strategy not in (*STRATEGIES, AUTO):
         raise UsageError(f"unknown strategy {strategy!r}; choose one of {', '.join((AUTO, *STRATEGIES))}")
@@ -198,15 +222,19 @@ def tune(model: Any, log_path: str | os.PathLike[str], platform: str = "host", *
     for label, v in (("trials", trials), ("batch", batch)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise UsageError(f"{label} must be an integer >= 1, got {v!r}")
-    growth = max_code_growth
-    if growth is not None and (isinstance(growth, bool) or not isinstance(growth, int | float)
-                               or not math.isfinite(growth) or growth < 0):
-        raise UsageError(f"max_code_growth must be a finite fraction >= 0 or None, got {max_code_growth!r}")
+    for label, growth in (("max_code_growth", max_code_growth), ("max_flash_growth", max_flash_growth),
+                          ("max_ram_growth", max_ram_growth)):
+        if growth is not None and (isinstance(growth, bool) or not isinstance(growth, int | float)
+                                   or not math.isfinite(growth) or growth < 0):
+            raise UsageError(f"{label} must be a finite fraction >= 0 or None, got {growth!r}")
+    limits = tlog.Budgets(max_code_growth, max_flash_growth, max_ram_growth)
     check_strategy(strategy)
     path = tlog.check_writable(log_path)
     records = tlog.read(path)  # a file that is not a tuning log fails before any work, and is left as it is
     m = measurer or Measurer(platform, target, timeout=timeout, seed=seed, on_candidate=on_candidate,
-                             progress=lambda msg: None)
+                             progress=lambda msg: None, cost=cost)
+    if cost is not None and measurer is not None and COSTS.get(cost) != measurer.unit:
+        raise UsageError(f"cost {cost!r}: the measurer given measures {measurer.unit}")
     t_start = time.monotonic()
     say(f"extracting tasks for {m.target} (rounding {rounding})")
     tasks = extract_tasks(model, m.target, rounding)
@@ -251,7 +279,7 @@ def tune(model: Any, log_path: str | os.PathLike[str], platform: str = "host", *
             later = sum(max(0, b - len(done[t.key])) for t, b in zip(tasks[ti + 1:], budgets[ti + 1:], strict=True))
             left = max(0, budget - len(mine)) + later
             eta = left * clock["seconds"] / clock["measured"] if clock["measured"] else None
-            return progress_line(ti, len(tasks), task, budget, mine, m.unit, eta, max_code_growth,
+            return progress_line(ti, len(tasks), task, budget, mine, m.unit, eta, limits,
                                  list(done[task.key].values()))
 
         say(line())
@@ -275,15 +303,20 @@ def tune(model: Any, log_path: str | os.PathLike[str], platform: str = "host", *
             clock["seconds"] += time.monotonic() - t0
             say(line())
 
-    summaries = tlog.summarize([r for k in done for r in done[k].values()], describe_workload, max_code_growth)
-    return TuneResult(tasks, summaries, int(clock["measured"]), resumed, time.monotonic() - t_start, dict(m.stats))
+    summaries = tlog.summarize([r for k in done for r in done[k].values()], describe_workload, limits.code,
+                               max_flash_growth=limits.flash, max_ram_growth=limits.ram, unit=m.unit)
+    return TuneResult(tasks, summaries, int(clock["measured"]), resumed, time.monotonic() - t_start, dict(m.stats),
+                      m.unit, m.target)
 
 
 def summary_of_log(log_path: str | os.PathLike[str],
-                   max_code_growth: float | None = tlog.DEFAULT_MAX_CODE_GROWTH) -> list[tlog.TaskSummary]:
-    """Per task of the log at `log_path`: default vs best within the code budget (what `utvm tune --summary`
-    prints). Lines that are not records are skipped with a warning each (log.load); a file none of whose
-    lines is a record is a TuningLogError."""
+                   max_code_growth: float | None = tlog.DEFAULT_MAX_CODE_GROWTH, *,
+                   max_flash_growth: float | None = None, max_ram_growth: float | None = None,
+                   unit: str | None = None) -> list[tlog.TaskSummary]:
+    """Per task of the log at `log_path`: default vs best within the per-task budgets (what `utvm tune
+    --summary` prints; `unit`: only records in it, else each task's latest). Lines that are not records are
+    skipped with a warning each (log.load); a file none of whose lines is a record is a TuningLogError."""
     contents = tlog.load(Path(log_path))
     contents.report()
-    return tlog.summarize(contents.records, describe_workload, max_code_growth)
+    return tlog.summarize(contents.records, describe_workload, max_code_growth, max_flash_growth=max_flash_growth,
+                          max_ram_growth=max_ram_growth, unit=unit)

@@ -1,26 +1,45 @@
 """The tuning log: JSON lines, one record per measured candidate, appended as they are measured.
 
     {"task": "conv2d:3f2a9c01d4e5b6a7", "target": "cortex-m4", "schedule": {"px_block": 2, ...},
-     "cost": 812345.0, "unit": "instructions", "error": null, "utvm": "0.1.0",
+     "cost": 812345.0, "unit": "cycles_est", "error": null, "utvm": "0.1.0",
      "workload": {...}, "time": "2026-11-25T14:02:11Z", "default": false, "platform": "qemu-cortex-m4",
-     "code": 1836}
+     "code": 1836, "weights": 19456, "scratch": 320}
 
-`cost` is in instructions (a platform with an instruction-counting clock: QEMU under -icount) or seconds
-(the host); `error` is null or a one-line reason (the candidate failed to build, gave a wrong output,
-crashed or hung the device) and such a record is never chosen. Applying a log = for each task and target,
-the lowest-cost record without error whose machine code is at most 10% larger than the default point's
-(`best_schedules`, `DEFAULT_MAX_CODE_GROWTH`; costs in different units never compete: the unit of the
-task's last good record decides). Optional keys: `workload` (what the task is, for reading the log without
-the model), `time`, `default` (true for the kernel's default point: the baseline `summarize` compares
-against), `platform` (where it was measured) and `code` (bytes of machine code the schedule adds to a
-firmware with the model's nodes of that task). Only the tuning driver writes the
-log; each record is one `write` of one line, flushed at once, so a crash loses at most the record being
-written and a re-run resumes after what is there (`measured` gives the (task, schedule) pairs to skip).
+`cost` is in `unit`: `instructions` (a platform with an instruction-counting clock: QEMU under -icount),
+`cycles_est` (cycles estimated by the platform's timing model of its core from the executed instructions:
+QEMU boards with a `timing_model`, `utvm tune --cost cycles`) or `seconds` (the host, a board's timer);
+`error` is null or a one-line reason (the candidate failed to build, gave a wrong output, crashed or hung the
+device) and such a record is never chosen. Costs in different units never compete: each reader works on
+the records of one unit per task (the unit asked for, else the unit of the task's last good record: the
+latest measurement campaign). Optional keys: `workload` (what the task is, for reading the log without the
+model), `time`, `default` (true for the kernel's default point: the baseline `summarize` compares against
+and the budgets are measured from), `platform` (where it was measured), and three footprints of the
+schedule, each a byte count or null (unknown):
+
+- `code`: machine code the schedule puts in a firmware with the model's nodes of that task (utvm.tune.codesize);
+- `weights`: constant data it puts in flash for those nodes: the kernel's tables and arrays, pre-widened or
+  reordered weights included (utvm.compiler.footprint);
+- `scratch`: the scratch buffer one call asks for, as the memory planner places it (utvm.compiler.footprint).
+
+Applying a log: `best_records` / `best_schedules` choose per task (the fastest record within a per-task
+budget: by default code at most DEFAULT_MAX_CODE_GROWTH over the default point's); `utvm compile
+--tuning-log` chooses for the whole model within flash and workspace budgets (utvm.tune.budget). Only the
+tuning driver writes the log; each record is one `write` of one line, flushed at once, so a crash loses at
+most the record being written and a re-run resumes after what is there (`measured` gives the (task,
+schedule) pairs to skip).
+
+Schema and versions. The record format has no version number: it only ever grows by optional keys. A key
+added later is optional for the reader (a record written before it existed reads as null/unknown: `code`
+before it was recorded, `weights` and `scratch` likewise, and their budgets count such a record as its
+task's default point), and keys the reader does not know are ignored, so an older utvm reads a newer log
+(but refuses a unit it does not know, e.g. `cycles_est` before timing models: such a line is refused with
+its reason, the rest applied). A key is never renamed, and its meaning and type never change; a new meaning
+takes a new key or a new `unit`.
 
 A log is untrusted input (docs/tuning.md, "What a log may hold"). Each line is checked against a schema
 before it is believed (`parse_line`): its length (MAX_RECORD_BYTES), nesting (MAX_DEPTH), the digits of its
 numbers, every field's type (no bool for a number, no float for a count, no object for a string), range
-(a cost > 0 and finite, from MIN_COST to MAX_COST; a code size from 0 to MAX_CODE_BYTES) and length. A line
+(a cost > 0 and finite, from MIN_COST to MAX_COST; a byte count from 0 to MAX_CODE_BYTES) and length. A line
 is then either a record or refused with a reason naming the line:
 
 - applying a log (`load`, `best_schedules`, `summary_of_log`) skips refused lines with one warning each
@@ -54,7 +73,7 @@ from utvm.errors import UsageError
 from utvm.support.files import read_regular_file
 from utvm.support.text import shown
 
-UNITS = ("instructions", "seconds")
+UNITS = ("instructions", "cycles_est", "seconds")
 #: A tuning log larger than this, or with more lines, is refused (a log of a whole zoo of models stays far
 #: below: 100 models of 10 tasks tuned with 64 trials are 64,000 lines of about 1 KiB); reading the most a
 #: log may hold takes seconds, not minutes.
@@ -74,11 +93,13 @@ MAX_TEXT = 256
 MAX_ERROR_CHARS = 4096
 #: Knobs of one schedule.
 MAX_KNOBS = 64
-#: The largest integer knob value, code size and tensor dimension a record may hold.
+#: The largest integer knob value, byte count (code, weights, scratch) and tensor dimension a record may hold.
 MAX_INT = 2**31 - 1
 MAX_CODE_BYTES = MAX_INT
-#: The smallest and largest cost (instructions or seconds) a record may hold: a picosecond or one
-#: instruction at least, so that a ratio of two costs is always a finite number.
+#: The byte counts of a record: what a schedule takes besides time (module docstring), each optional.
+FOOTPRINTS = ("code", "weights", "scratch")
+#: The smallest and largest cost (instructions, estimated cycles or seconds) a record may hold: a picosecond
+#: or one instruction at least, so that a ratio of two costs is always a finite number.
 MIN_COST = 1e-12
 MAX_COST = 1e18
 #: Refused lines reported one by one when a log is applied (then a count of the rest).
@@ -93,6 +114,11 @@ MAX_LEADING_REFUSED = 100
 #: fraction of the default's bytes): the fastest point within it wins. Schedules that unroll or specialise
 #: buy a few percent of speed with kilobytes of flash, which on a microcontroller is often the scarcer one.
 DEFAULT_MAX_CODE_GROWTH = 0.10
+#: The budgets of applying a log to a whole model (`utvm compile/run/deploy/size --tuning-log`,
+#: utvm.tune.budget): the tuned tasks' flash (code + weights) at most 10% over the default build's, and the
+#: model's workspace no larger than the default build's.
+DEFAULT_MAX_FLASH_GROWTH = 0.10
+DEFAULT_MAX_RAM_GROWTH = 0.0
 
 _TASK = re.compile(r"[A-Za-z0-9_.\-]{1,64}:[0-9a-f]{16}")
 _NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
@@ -129,6 +155,11 @@ class Record:
     #: bytes of machine code the schedule puts in a firmware holding the model's nodes of this task (the
     #: target compiler's -O2 output, data excluded; None when not measured)
     code: int | None = None
+    #: bytes of constant data (tables, arrays, pre-widened or reordered weights) the schedule puts in flash
+    #: for the model's nodes of this task (None: not recorded)
+    weights: int | None = None
+    #: bytes of scratch buffer one call of the schedule asks for in the workspace (None: not recorded)
+    scratch: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -145,7 +176,7 @@ class Record:
         return {"task": self.task, "target": self.target, "schedule": dict(self.schedule),
                 "cost": self.cost, "unit": self.unit, "error": self.error, "utvm": self.utvm,
                 "workload": self.workload, "time": self.time, "default": self.default, "platform": self.platform,
-                "code": self.code}
+                "code": self.code, "weights": self.weights, "scratch": self.scratch}
 
     @staticmethod
     def from_json(d: Any, where: str) -> Record:
@@ -225,8 +256,9 @@ def _record(d: Any) -> Record:
     workload = _workload(d.get("workload"))
     if workload and workload.get("op") != task.partition(":")[0]:  # a row names the operator of its task
         raise _Refusal(f"'workload.op' {_brief(workload.get('op'))} is not the operator of task {_brief(task)}")
+    code, weights, scratch = (_byte_count(d, key) for key in FOOTPRINTS)
     return Record(task, target, schedule, None if cost is None else float(cost), unit, error, version,
-                  workload, _text(d, "time"), default, _text(d, "platform"), _code(d.get("code")))
+                  workload, _text(d, "time"), default, _text(d, "platform"), code, weights, scratch)
 
 
 def _json_type(value: Any) -> str:
@@ -288,12 +320,21 @@ def _workload(value: Any) -> dict[str, Any]:
     return value
 
 
-def _code(value: Any) -> int | None:
+def _byte_count(d: Mapping[str, Any], key: str) -> int | None:
+    """An optional byte count of a record (`code`, `weights`, `scratch`): absent or null (unknown), or an
+    integer (not a float or a bool) from 0 to MAX_CODE_BYTES."""
+    value = d.get(key)
     if value is None:
         return None
     if not _is_int(value) or not 0 <= value <= MAX_CODE_BYTES:
-        raise _Refusal(f"'code' must be a byte count from 0 to {MAX_CODE_BYTES} or null, got {_brief(value)}")
-    return value
+        raise _Refusal(f"'{key}' must be a byte count from 0 to {MAX_CODE_BYTES} or null, got {_brief(value)}")
+    return int(value)
+
+
+def byte_count(value: Any) -> int | None:
+    """`value` if a record may hold it as a byte count (an int, not a bool, from 0 to MAX_CODE_BYTES), else
+    None (unknown): what the tuner writes of a measured footprint."""
+    return value if _is_int(value) and 0 <= value <= MAX_CODE_BYTES else None
 
 
 # --- reading a line ------------------------------------------------------------------------------------
@@ -635,6 +676,64 @@ def unique(records: Iterable[Record]) -> list[Record]:
 
 # --- what a log says ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
+class Budgets:
+    """How much more than the default point a schedule may take, each a fraction of the default's bytes
+    (None: no limit). Per task (`best_records`, the summary's best): `code` bounds its machine code, `flash`
+    its code + weights, `ram` its scratch. For a whole model (utvm.tune.budget), `flash` bounds the sum over
+    the model's tasks and `ram` the model's planned workspace; `code` stays a per-task limit. A footprint a
+    record lacks (null: written before utvm recorded it, or not measurable) counts as the default's."""
+
+    code: float | None = DEFAULT_MAX_CODE_GROWTH
+    flash: float | None = None
+    ram: float | None = None
+
+    def describe(self) -> str:
+        def pct(v: float | None) -> str:
+            return "unlimited" if v is None else f"+{v * 100:g}%"
+
+        out = f"flash {pct(self.flash)}, workspace {pct(self.ram)}"
+        return out + (f", code per task {pct(self.code)}" if self.code is not None else "")
+
+
+#: What the Python functions apply by default (best_records, summarize, tune): per task, code +10%.
+API_BUDGETS = Budgets()
+#: What the commands apply (`--max-flash-growth`, `--max-ram-growth`; `--max-code-growth` off).
+COMMAND_BUDGETS = Budgets(code=None, flash=DEFAULT_MAX_FLASH_GROWTH, ram=DEFAULT_MAX_RAM_GROWTH)
+
+
+def delta(r: Record, base: Record | None, key: str) -> int:
+    """Bytes of footprint `key` (code, weights, scratch) `r` takes over `base`, 0 when either is unknown (a
+    record without the figure counts as the default's)."""
+    mine, theirs = getattr(r, key), getattr(base, key, None) if base is not None else None
+    return 0 if mine is None or theirs is None else int(mine) - int(theirs)
+
+
+def flash_delta(r: Record, base: Record | None) -> int:
+    """Flash bytes (code + weights) `r` takes over `base` (unknown figures count as the default's)."""
+    return delta(r, base, "code") + delta(r, base, "weights")
+
+
+def flash_of(r: Record | None) -> int:
+    """The known flash bytes (code + weights) of a record (unknown figures count 0)."""
+    return 0 if r is None else int(r.code or 0) + int(r.weights or 0)
+
+
+def within(r: Record, base: Record | None, budgets: Budgets) -> bool:
+    """Is `r` within the per-task `budgets` over its task's default record `base` (None: no baseline, no
+    limit)? Code: code <= (1 + code) x the default's; flash: code + weights grow by at most flash x the
+    default's code + weights; ram: scratch <= (1 + ram) x the default's."""
+    if base is None:
+        return True
+    if (budgets.code is not None and r.code is not None and base.code is not None
+            and r.code > base.code * (1.0 + budgets.code)):
+        return False
+    if budgets.flash is not None and flash_delta(r, base) > budgets.flash * flash_of(base):
+        return False
+    return not (budgets.ram is not None and r.scratch is not None and base.scratch is not None
+                and r.scratch > base.scratch * (1.0 + budgets.ram))
+
+
+@dataclass(frozen=True)
 class TaskSummary:
     """What a log says about one task: its default and best records, how much was measured."""
 
@@ -645,7 +744,7 @@ class TaskSummary:
     trials: int  # points of this task measured (one per point: see `unique`)
     errors: int  # of which had an error
     default: Record | None  # the default point's record without error (None: not measured, or it failed)
-    best: Record | None  # the lowest-cost record without error within the code budget
+    best: Record | None  # the lowest-cost record without error within the per-task budgets
 
     @property
     def ratio(self) -> float | None:
@@ -656,49 +755,61 @@ class TaskSummary:
 
 
 def summarize(records: Iterable[Record], describe: Any = None,
-              max_code_growth: float | None = DEFAULT_MAX_CODE_GROWTH) -> list[TaskSummary]:
-    """Per (task, target), in order of first appearance: the default point's cost, the best (what applying
-    the log with `max_code_growth` chooses), counts. `describe(workload) -> str` names the task (default:
-    the task key). Works on `unique(records)`: a point measured twice is one trial, and the default is one
-    record, so a task is never compared with a second measurement of its own default."""
+              max_code_growth: float | None = DEFAULT_MAX_CODE_GROWTH, *, max_flash_growth: float | None = None,
+              max_ram_growth: float | None = None, unit: str | None = None) -> list[TaskSummary]:
+    """Per (task, target), in order of first appearance: the default point's cost, the best (what
+    `best_records` chooses with these budgets), counts. `describe(workload) -> str` names the task (default:
+    the task key); `unit`: only records in that unit (default: each task's latest unit, see best_records).
+    Works on `unique(records)`: a point measured twice is one trial, and the default is one record, so a task
+    is never compared with a second measurement of its own default."""
+    budgets = Budgets(max_code_growth, max_flash_growth, max_ram_growth)
     groups: dict[tuple[str, str], list[Record]] = {}
     for r in unique(records):
-        groups.setdefault((r.task, r.target), []).append(r)
+        if unit is None or r.unit == unit:
+            groups.setdefault((r.task, r.target), []).append(r)
     out = []
     for (task, target), rs in groups.items():
-        best = _best(rs, max_code_growth).get(task)
+        best = _best(rs, budgets).get(task)
         default = next((r for r in rs if r.default and r.ok and (best is None or r.unit == best.unit)), None)
         workload = next((r.workload for r in rs if r.workload), None)
         text = describe(workload) if (describe is not None and workload) else task
-        unit = (best or rs[-1]).unit
-        out.append(TaskSummary(task, target, text, unit, len(rs), sum(1 for r in rs if not r.ok), default, best))
+        shown_unit = (best or rs[-1]).unit
+        out.append(TaskSummary(task, target, text, shown_unit, len(rs), sum(1 for r in rs if not r.ok), default,
+                               best))
     return out
 
 
 def best_records(records: Iterable[Record], target: str | None = None,
-                 max_code_growth: float | None = DEFAULT_MAX_CODE_GROWTH) -> dict[str, Record]:
-    """Task key -> its lowest-cost record without error (for `target`, when given) whose code is at most
-    (1 + max_code_growth) times the task's default point's (None: no limit; records or defaults without a
-    code size are not limited). Costs in different units never compete: a task measured both in
-    instructions (QEMU) and in seconds (a board, the host) is judged in the unit of its last record without
-    error, i.e. by the latest measurement campaign. Works on `unique(records)`."""
-    return _best([r for r in unique(records) if target is None or r.target == target], max_code_growth)
+                 max_code_growth: float | None = DEFAULT_MAX_CODE_GROWTH, *, max_flash_growth: float | None = None,
+                 max_ram_growth: float | None = None, unit: str | None = None) -> dict[str, Record]:
+    """Task key -> its lowest-cost record without error (for `target`, when given) within the per-task
+    budgets over the task's default point (`Budgets`, `within`: code at most (1 + max_code_growth) times the
+    default's, code + weights at most max_flash_growth over the default's, scratch at most (1 +
+    max_ram_growth) times the default's; None: no limit; records or defaults without a figure are not
+    limited by it). Costs in different units never compete: with `unit`, only records in it count; without,
+    a task measured in several units (instructions on QEMU, estimated cycles, seconds on a board or the
+    host) is judged in the unit of its last record without error, i.e. by the latest measurement campaign.
+    Works on `unique(records)`."""
+    rs = [r for r in unique(records) if (target is None or r.target == target) and (unit is None or r.unit == unit)]
+    return _best(rs, Budgets(max_code_growth, max_flash_growth, max_ram_growth))
 
 
-def _best(records: Iterable[Record], max_code_growth: float | None) -> dict[str, Record]:
-    """best_records of records that are already `unique`."""
+def task_unit(records: Iterable[Record]) -> dict[str, str]:
+    """Task key -> the unit its records are judged in: that of its last record without error."""
+    return {r.task: r.unit for r in records if r.ok}
+
+
+def _best(records: Iterable[Record], budgets: Budgets) -> dict[str, Record]:
+    """best_records of records that are already `unique` (and of one target)."""
     ok = [r for r in records if r.ok]
-    unit = {r.task: r.unit for r in ok}  # the last one wins
-    limit: dict[str, float] = {}
-    if max_code_growth is not None:
-        for r in ok:
-            if r.default and r.code is not None and r.unit == unit[r.task]:
-                limit[r.task] = r.code * (1.0 + max_code_growth)
+    unit = task_unit(ok)  # the last one wins
+    base: dict[str, Record] = {}
+    for r in ok:
+        if r.default and r.unit == unit[r.task]:
+            base.setdefault(r.task, r)
     best: dict[str, Record] = {}
     for r in ok:
-        if r.unit != unit[r.task]:
-            continue
-        if r.code is not None and r.task in limit and r.code > limit[r.task]:
+        if r.unit != unit[r.task] or not within(r, base.get(r.task), budgets):
             continue
         cur = best.get(r.task)
         if cur is None or (r.cost, r.schedule_key()) < (cur.cost, cur.schedule_key()):  # type: ignore[operator]
@@ -708,19 +819,23 @@ def _best(records: Iterable[Record], max_code_growth: float | None) -> dict[str,
 
 def best_schedules(path: str | os.PathLike[str], target: str,
                    max_code_growth: float | None = DEFAULT_MAX_CODE_GROWTH) -> dict[str, dict[str, Any]]:
-    """What `--tuning-log PATH` applies: task key -> the best schedule measured on `target` within the code
-    budget (see best_records). Lines that are not records are skipped with a warning each (`load`)."""
+    """Task key -> the best schedule measured on `target` within the per-task code budget (see
+    best_records), for the Python API and the benchmark; `--tuning-log` chooses for the whole model within
+    flash and workspace budgets instead (utvm.tune.budget.choose_schedules). Lines that are not records are
+    skipped with a warning each (`load`)."""
     contents = load(path)
     contents.report()
     return {k: dict(r.schedule) for k, r in best_records(contents.records, target, max_code_growth).items()}
 
 
 def applied_report(path: str | os.PathLike[str], schedules: Mapping[str, Any], operators: Iterable[Any],
-                   target: str) -> str:
+                   target: str, log_tasks: Iterable[str] | None = None) -> str:
     """The line `--tuning-log` prints once the model is compiled: how many of *this model's* tasks the log
-    has usable records for (without an error, within the code budget). `schedules`: best_schedules of the
-    log; `operators`: the compiled model's OperatorInfo, with their task and schedule_source. A log with a
-    usable record for none of them (made for another model, target or rounding) is also a warning."""
+    has usable records for (without an error; their schedules go to the compiler). `schedules`: the schedules
+    chosen from the log (utvm.tune.budget.choose_schedules, or best_schedules); `operators`: the compiled
+    model's OperatorInfo, with their task and schedule_source; `log_tasks`: the tasks the log has usable
+    records for on `target` (default: those of `schedules`). A log with a usable record for none of them
+    (made for another model, target or rounding) is also a warning."""
     ops = list(operators)
     tasks = {str(op.task) for op in ops if getattr(op, "task", "")}
     matched = tasks & set(schedules)
@@ -729,7 +844,7 @@ def applied_report(path: str | os.PathLike[str], schedules: Mapping[str, Any], o
             f"{target}")
     if len(applied) != len(matched):
         line += f" ({len(applied)} applied, {len(matched) - len(applied)} refused by their kernel)"
-    others = len(set(schedules) - tasks)
+    others = len(set(schedules if log_tasks is None else log_tasks) - tasks)
     if others:
         line += f"; the log's {others} other task(s) on {target} are not in this model"
     if tasks and not matched:

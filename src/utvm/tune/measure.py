@@ -22,10 +22,18 @@ For one task and a batch of points:
    (float outputs: within utvm.evaluate's tolerance); a wrong candidate gets an error and is never timed.
    A right one is timed with the device's time evaluator (`runtime.RPCTimeEvaluator`): on a platform
    with an instruction-counting clock (QEMU under -icount: `instructions_per_second`) one repeat, and the
-   cost is in instructions (deterministic); elsewhere the median of HOST_REPEATS repeats, in seconds.
+   cost is in instructions, or in estimated cycles when the platform has a timing model of its core
+   (`timing_model`; the evaluator's `cycles_est` after the call), both deterministic; elsewhere the median
+   of HOST_REPEATS repeats, in seconds. `cost` chooses (COSTS): "cycles" (the default where there is a
+   timing model), "instructions" (the default on other instruction-clock platforms) or None (the
+   platform's default; seconds off QEMU).
 4. A device that does not answer within `timeout` (a candidate that hangs) or whose link closes or resets
    (a candidate that crashes it) costs that candidate, logged as "the device hung/crashed ..."; the
    firmware is started again, the inputs uploaded again, and the batch goes on with the next candidate.
+
+Each candidate's footprint besides time is recorded with it: its machine code (utvm.tune.codesize, the
+target compiler, in a thread while the batch builds and runs) and its constant bytes and scratch bytes
+(utvm.compiler.footprint, from the lowering: nothing is built for them).
 
 Results are yielded one by one, as they are known, so the caller can log each at once (Ctrl-C loses
 nothing measured). The batch firmware is removed from utvm's build cache once measured (it is never
@@ -50,6 +58,7 @@ from utvm.compiler.schedule import Schedule
 from utvm.errors import (
     BuildError,
     LinkClosedError,
+    PlatformError,
     ProtocolError,
     RemoteError,
     SessionError,
@@ -60,7 +69,10 @@ from utvm.errors import (
 from utvm.tune.tasks import Task
 
 UNIT_INSTRUCTIONS = "instructions"
+UNIT_CYCLES = "cycles_est"
 UNIT_SECONDS = "seconds"
+#: `--cost` (what the tuner minimises) -> the unit of the records.
+COSTS = {"cycles": UNIT_CYCLES, "instructions": UNIT_INSTRUCTIONS}
 #: Repeats of the time evaluator where time is wall-clock (the host): the median is the cost.
 HOST_REPEATS = 5
 #: Each host repeat runs the operator until it has taken at least this long (short operators).
@@ -84,6 +96,10 @@ class Measurement:
     error: str | None
     #: machine code bytes the schedule puts in the model's firmware (utvm.tune.codesize; None: unknown)
     code: int | None = None
+    #: constant bytes it puts in flash for the model's nodes of the task (utvm.compiler.footprint; None: unknown)
+    weights: int | None = None
+    #: scratch bytes one call asks for (utvm.compiler.footprint; None: unknown)
+    scratch: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -97,6 +113,7 @@ class _Candidate:
     compiled: Any = None  # CompiledModel
     error: str | None = None
     code: Any = None  # a Future of utvm.tune.codesize.code_bytes
+    footprint: Any = None  # utvm.compiler.footprint.TaskFootprint (None: unknown)
 
     @property
     def op(self) -> Any:  # OperatorInfo
@@ -171,6 +188,28 @@ def system_lib_source(functions: Sequence[str]) -> str:
     return "\n".join(out)
 
 
+def cost_unit(cost: str | None, instructions_per_second: float | None, timing_model: str | None,
+              platform: str) -> str:
+    """The unit a Measurer's costs are in: `cost` (COSTS: "cycles" or "instructions"; None: the
+    platform's default) on a platform with that clock (an instruction-counting one: `instructions_per_second`;
+    a timing model of its core: `timing_model`). A cost the platform cannot measure is a UsageError naming
+    it and the platform."""
+    if cost is not None and cost not in COSTS:
+        raise UsageError(f"unknown cost {cost!r}; choose one of {', '.join(COSTS)}")
+    cycles = bool(timing_model) and bool(instructions_per_second)
+    if cost == "cycles" and not cycles:
+        alt = "--cost instructions" if instructions_per_second else "no --cost (its costs are seconds)"
+        raise UsageError(f"--cost cycles: platform {platform} has no timing model of its core; use {alt}")
+    if cost == "instructions" and not instructions_per_second:
+        raise UsageError(f"--cost instructions: platform {platform} has no instruction-counting clock: its costs "
+                         "are seconds (give no --cost)")
+    if cost is not None:
+        return COSTS[cost]
+    if cycles:
+        return UNIT_CYCLES
+    return UNIT_INSTRUCTIONS if instructions_per_second else UNIT_SECONDS
+
+
 def _device_failure(exc: BaseException, timeout: float) -> str:
     if isinstance(exc, SessionTimeoutError):
         return f"the device hung: no reply within {timeout:g} s ({one_line(exc, 200)}); the firmware was restarted"
@@ -186,7 +225,8 @@ class Measurer:
 
     def __init__(self, platform: str | Any = "host", target: str | None = None, timeout: float = 20.0,
                  seed: int = 0, on_candidate: CandidateHook | None = None,
-                 progress: Callable[[str], None] | None = None, keep_firmware: bool = False) -> None:
+                 progress: Callable[[str], None] | None = None, keep_firmware: bool = False,
+                 cost: str | None = None) -> None:
         from utvm.platform import get_platform
         from utvm.target import get_target, platform_target
 
@@ -204,7 +244,9 @@ class Measurer:
             self.target = get_target(target or getattr(platform, "target", "host")).name
         ips = getattr(self.platform, "instructions_per_second", None)
         self.instructions_per_second: float | None = float(ips) if ips else None
-        self.unit = UNIT_INSTRUCTIONS if self.instructions_per_second else UNIT_SECONDS
+        model = getattr(self.platform, "timing_model", None)
+        self.timing_model: str | None = str(model) if model else None
+        self.unit = cost_unit(cost, self.instructions_per_second, self.timing_model, self.platform_name)
         self.timeout = float(timeout)
         self.seed = int(seed)
         self.on_candidate = on_candidate
@@ -240,6 +282,7 @@ class Measurer:
             cand.error = f"the kernel refused the schedule: {why}"
         else:
             cand.compiled = compiled
+            cand.footprint = _footprint(task, point, self.target)
         return cand
 
     # --- 2. build ---------------------------------------------------------------------------------------------
@@ -350,7 +393,9 @@ class Measurer:
 
     def _result(self, c: _Candidate, cost: float | None = None) -> Measurement:
         code = c.code.result() if c.code is not None and c.error is None else None
-        return Measurement(dict(c.schedule), None if c.error else cost, self.unit, c.error, code)
+        fp = c.footprint if c.error is None else None
+        return Measurement(dict(c.schedule), None if c.error else cost, self.unit, c.error, code,
+                           None if fp is None else fp.weights, None if fp is None else fp.scratch)
 
     def _start(self, firmware: Path) -> Any:
         return self.platform.start(firmware, reply_timeout_s=self.timeout)
@@ -436,7 +481,10 @@ class _Device:
             with sess.time_evaluator(op.name, module=self.lib, number=1, repeat=repeat,
                                      min_repeat_ms=min_ms) as timer:
                 secs = [float(s) for s in timer(*args)]
+                cycles = getattr(timer, "cycles_est", None)  # the platform's timing model (None without)
             seconds = float(np.median(secs))
+            if self.m.unit == UNIT_CYCLES:
+                return self._cycles(op.name, cycles, len(secs))
             if det:
                 return float(round(seconds * self.m.instructions_per_second))
             return seconds
@@ -451,6 +499,28 @@ class _Device:
                 fn.free()
             except _LINK_ERRORS:
                 pass  # the device is gone: the restart frees everything
+
+    def _cycles(self, name: str, cycles: Any, results: int) -> float:
+        """The cost in estimated cycles: the median of the time evaluator's `cycles_est` (one per result).
+        A platform that has a timing model but gave no estimate (its model off, or failed) ends the tuning
+        with a PlatformError: every candidate would be unmeasurable."""
+        values = [float(c) for c in cycles] if isinstance(cycles, list | tuple) else []
+        if len(values) != results or not all(np.isfinite(v) and v > 0 for v in values):
+            raise PlatformError(f"platform {self.m.platform_name}: the time evaluator of {name} gave no estimated "
+                                f"cycles (cycles_est {one_line(repr(cycles), 80)}; its timing model "
+                                f"{self.m.timing_model} is off or failed): tune with --cost instructions")
+        return float(round(float(np.median(values))))
+
+
+def _footprint(task: Task, point: Schedule, target: str) -> Any:
+    """The constant and scratch bytes of a compiled candidate (utvm.compiler.footprint), or None when they
+    cannot be told (the record then says unknown; the measurement goes on)."""
+    from utvm.compiler.footprint import task_footprint
+
+    try:
+        return task_footprint(task.graph, task.key, point, target, task.rounding, task.count)
+    except Exception:  # noqa: BLE001 - a footprint is best effort, as the code size is
+        return None
 
 
 def _first_error(text: str) -> str:

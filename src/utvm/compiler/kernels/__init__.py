@@ -367,6 +367,8 @@ class FileScope:
     #: whether the file spells NAN or INFINITY (a table or a literal of a kernel body: <math.h> macros)
     float_specials: bool = False
     constant_bytes: int = 0
+    #: every file-scope constant array the file declares (`table`, the GEMM's word tables): name -> bytes
+    arrays: dict[str, int] = field(default_factory=dict)
 
     @property
     def includes_math_h(self) -> bool:
@@ -394,6 +396,7 @@ class FileScope:
         if has_float_specials(arr, dtype):
             self.float_specials = True  # INFINITY / NAN come from <math.h> (macros only, no libm call)
         self.decls.append(table_decl(ctype, name, c_array_body(arr, dtype), int(arr.size)))
+        self.arrays[name] = int(arr.size) * np.dtype(dtype).itemsize
         return name
 
     def constant(self, t: Tensor) -> str:

@@ -19,12 +19,24 @@ no unpacking in the loop). Ideas from CMSIS-NN's `arm_nn_mat_mult_kernel_s8_s16`
 docs/kernels.md §5, written here. Other vocabularies (host, Cortex-M0/M3): the same blocks in plain C over
 natural-order columns.
 
+The Helium (MVE) GEMM is utvm.compiler.kernels._gemm_mve (`algo = mve`); it shares `px_block` and `oc_block`
+(whose 8 exists on MVE vocabularies only and is refused here).
+
 Knobs (all bit-exact; `gemm_knobs`): `px_block` (pixels per block), `oc_block` (channels per block),
 `unroll` (4-value groups per loop iteration; `k_unroll` before), `w_fmt` (i8 | i16; i16 with SIMD only),
 `requant` (c | fast; "dbl" is refused: the GEMM has no doubled-accumulator form), `no_sched` (GCC's
 pre-register-allocation scheduler off for the operator, which otherwise hoists the loads of unrolled SMLAD
-code and spills; docs/kernels.md §2.4), `ext` (the SIMD block as ACLE intrinsics or one asm block), `share`
-(one GEMM function per file for every layer of one workload and schedule).
+code and spills; docs/kernels.md §2.4), `ext` (the SIMD block as ACLE intrinsics or one asm block; see
+below), `share` (one GEMM function per file for every layer of one workload and schedule).
+
+The asm forms differ only in how a group's words are loaded (what a Cortex-M4 pays for: a single LDR costs
+2 cycles, 1 right behind another single load whose result it does not address through; LDRD 3 for two
+words, never pipelined with its neighbours; docs/timing.md): `asm` loads each pixel's x pair with one LDRD
+and each channel's weights right before their SMLADs; `asm_ldr` uses single LDRs with fixed bases (no
+writeback, which would break the pipelining), the x words and the first channel's weights in one
+back-to-back run, the other channels' weights before their SMLADs (as many registers as `asm`); `asm_run`
+loads every word of the group in one run before any SXTB16/SMLAD (one more register per channel: legal
+only where the block fits in the registers). All three compute the same sums in the same order.
 """
 
 from __future__ import annotations
@@ -47,6 +59,8 @@ MAX_ACCUMULATORS = 8
 MAX_ASM_REGISTERS = 13  # r0-r12 and lr, less one the loop counter keeps
 #: the knobs of old tuning logs named differently now (Space.legacy)
 LEGACY = {"k_unroll": "unroll"}
+#: `ext` on 16-bit SIMD vocabularies: ACLE intrinsics, then the asm forms (see the module docstring)
+ASM_FORMS = ("acle", "asm", "asm_ldr", "asm_run")
 
 
 def perm(k: int) -> int:
@@ -65,12 +79,15 @@ def gemm_knobs(v: PortableC, kq: int) -> tuple[Knob, ...]:
     unrolls = tuple(u for u in (1, 2, 4, 8) if u <= max(kq, 1))
     return (
         Knob("px_block", (1, 2, 4), "output pixels per register block"),
-        Knob("oc_block", (1, 2, 4), "output channels per register block"),
+        # (8: the MVE GEMM's 1 x 8 block, on MVE vocabularies only; the SMLAD GEMM refuses it)
+        Knob("oc_block", (1, 2, 4, 8) if v.mve else (1, 2, 4), "output channels per register block"),
         unroll_knob(unrolls, "groups of 4 reduction values per loop iteration"),
         Knob("w_fmt", ("i8", "i16") if v.simd16 else ("i8",), "weights as int8 words or pre-widened int16"),
         requant_knob(),
         no_sched_knob(),
-        Knob("ext", ("acle", "asm") if v.simd16 else ("c",), "the block as ACLE intrinsics or one asm block"),
+        Knob("ext", ASM_FORMS if v.simd16 else ("c",),
+             "the block as ACLE intrinsics or one asm block (asm: LDRD pairs; asm_ldr: single LDRs in a "
+             "back-to-back run; asm_run: every load of a group in one run)"),
         Knob("share", (False, True), "one GEMM function per file for every layer of this workload and schedule "
              "(code size) or one per layer"),
     )
@@ -78,12 +95,16 @@ def gemm_knobs(v: PortableC, kq: int) -> tuple[Knob, ...]:
 
 def gemm_legal(p: Schedule, max_px: int, stage: OutputStage, v: PortableC) -> str | None:
     """Why a GEMM point is not legal here (None when it is)."""
+    if p["oc_block"] > 4:
+        return f"oc_block {p['oc_block']}: the SMLAD GEMM takes blocks of up to 4 channels"
     if p["px_block"] * p["oc_block"] > MAX_ACCUMULATORS:
         return f"{p['px_block']} x {p['oc_block']} accumulators exceed {MAX_ACCUMULATORS} registers"
     if p["px_block"] > max(max_px, 1):
         return f"px_block {p['px_block']} > the {max_px} output pixels"
-    if p["ext"] == "asm" and asm_registers(p["px_block"], p["oc_block"]) > MAX_ASM_REGISTERS:
-        return f"the asm block needs {asm_registers(p['px_block'], p['oc_block'])} registers"
+    if p["ext"] in ASM_FORMS[1:]:
+        need = asm_registers(p["px_block"], p["oc_block"], p["ext"], p["w_fmt"])
+        if need > MAX_ASM_REGISTERS:
+            return f"ext {p['ext']}: the asm block needs {need} registers (at most {MAX_ASM_REGISTERS})"
     if p["requant"] == "dbl":
         return "requant dbl: the GEMM has no doubled-accumulator form"
     if p["requant"] == "fast":
@@ -134,6 +155,7 @@ def words_table(ctx: KernelContext, words: np.ndarray, hint: str) -> str:
     flat = np.asarray(words, np.uint32).reshape(-1)
     ctx.file.decls.append(table_decl("uint32_t", name, hex_words_body(flat), int(flat.size)))
     ctx.file.constant_bytes += 4 * flat.size
+    ctx.file.arrays[name] = 4 * int(flat.size)
     return name
 
 
@@ -235,10 +257,15 @@ def im2col(win: Window, oh: int, ow: int, v: PortableC, src: str, col: str, gs: 
 
 # --- the GEMM block -------------------------------------------------------------------------------------------
 
-def asm_registers(px: int, ob: int) -> int:
-    """Registers the asm form of a px x ob block holds at once: accumulators, the pixels' x pairs, two weight
-    temporaries and the two pointers."""
-    return px * ob + 2 * px + 4
+def asm_registers(px: int, ob: int, ext: str = "asm", w_fmt: str = "i8") -> int:
+    """Registers the asm form `ext` of a px x ob block holds at once: accumulators, the pixels' x pairs, the
+    two pointers and the weights: two temporaries (`asm`, `asm_ldr`), or every channel's word plus one
+    temporary for its odd half (`asm_run`, int8 weights) or every channel's two words (`asm_run`, int16)."""
+    if ext == "asm_run":
+        weights = ob + 1 if w_fmt == "i8" else 2 * ob
+    else:
+        weights = 2
+    return px * ob + 2 * px + weights + 2
 
 
 @dataclass(frozen=True)
@@ -320,24 +347,8 @@ class GemmBlock:
         v, wpg = self.v, self.wpg
         xo = [g * 2 * px + 2 * j for j in range(px)]  # word offsets of pixel j's pair
         wo = [g * ob * wpg + i * wpg for i in range(ob)]
-        if self.ext == "asm":
-            ins = [v.asm_ldrd(f"xa{j}", f"xb{j}", "xq", 4 * xo[j]) for j in range(px)]
-            for i in range(ob):
-                if self.w_fmt == "i8":
-                    ins += [v.asm_ldr("t0", "wq", 4 * wo[i]), v.asm_sxtb16("t1", "t0", odd=True),
-                            v.asm_sxtb16("t0", "t0")]
-                else:
-                    ins.append(v.asm_ldrd("t0", "t1", "wq", 4 * wo[i]))
-                for j in range(px):
-                    a = accs[i][j]
-                    ins += [v.asm_smlad(a, "t0", f"xa{j}", a), v.asm_smlad(a, "t1", f"xb{j}", a)]
-            outs = ([f'[{a}] "+r"({a})' for row in accs for a in row] + ['[t0] "=&r"(t0)', '[t1] "=&r"(t1)']
-                    + [f'[x{h}{j}] "=&r"(x{h}{j})' for j in range(px) for h in "ab"])
-            text = "\n".join(f'"{x}\\n\\t"' for x in ins[:-1]) + f'\n"{ins[-1]}"'
-            decl = "uint32_t t0, t1, " + ", ".join(f"x{h}{j}" for j in range(px) for h in "ab") + ";"
-            return block("", [decl, "__asm__ __volatile__(" + indent(text, 4).lstrip(),
-                              "        : " + ", ".join(outs), '        : [wq] "r"(wq), [xq] "r"(xq)',
-                              '        : "memory");  /* reads the column: never moved across its stores */'])
+        if self.ext in ASM_FORMS[1:]:
+            return self._asm_group(xo, wo, px, ob, accs)
         out = []
         for i in range(ob):
             if self.w_fmt == "i8":
@@ -352,6 +363,51 @@ class GemmBlock:
                 a = accs[i][j]
                 out += [f"{a} = {v.smlad(f'wa{i}', f'xa{j}', a)};", f"{a} = {v.smlad(f'wb{i}', f'xb{j}', a)};"]
         return block("", out)
+
+    def _asm_group(self, xo: list[int], wo: list[int], px: int, ob: int, accs: list[list[str]]) -> str:
+        """One group as one asm block in the form `self.ext` (module docstring); `xo`/`wo`: the word offsets
+        of each pixel's x pair and each channel's weights."""
+        v, i8 = self.v, self.w_fmt == "i8"
+        xs = [f"x{h}{j}" for j in range(px) for h in "ab"]
+        if self.ext == "asm":
+            loads = [v.asm_ldrd(f"xa{j}", f"xb{j}", "xq", 4 * xo[j]) for j in range(px)]
+        else:
+            loads = [v.asm_ldr(f"x{h}{j}", "xq", 4 * (xo[j] + (h == "b"))) for j in range(px) for h in "ab"]
+
+        def weights(i: int, lo: str, hi: str) -> list[str]:
+            """The loads of channel i's weights into lo (int8: the word; int16: the even pairs) and hi."""
+            if i8:
+                return [v.asm_ldr(lo, "wq", 4 * wo[i])]
+            if self.ext == "asm":
+                return [v.asm_ldrd(lo, hi, "wq", 4 * wo[i])]
+            return [v.asm_ldr(lo, "wq", 4 * wo[i]), v.asm_ldr(hi, "wq", 4 * wo[i] + 4)]
+
+        run = self.ext == "asm_run"
+        if run:  # channel i's weights in wa{i} (and wb{i}); int8: the odd half through t1
+            regs = [(f"wa{i}", "t1" if i8 else f"wb{i}") for i in range(ob)]
+            temps = [f"wa{i}" for i in range(ob)] + (["t1"] if i8 else [f"wb{i}" for i in range(ob)])
+        else:
+            regs = [("t0", "t1")] * ob
+            temps = ["t0", "t1"]
+        ins = loads + weights(0, *regs[0])
+        if run:
+            for i in range(1, ob):
+                ins += weights(i, *regs[i])
+        for i, (lo, hi) in enumerate(regs):
+            if i and not run:
+                ins += weights(i, lo, hi)
+            if i8:
+                ins += [v.asm_sxtb16(hi, lo, odd=True), v.asm_sxtb16(lo, lo)]
+            for j in range(px):
+                a = accs[i][j]
+                ins += [v.asm_smlad(a, lo, f"xa{j}", a), v.asm_smlad(a, hi, f"xb{j}", a)]
+        outs = ([f'[{a}] "+r"({a})' for row in accs for a in row] + [f'[{t}] "=&r"({t})' for t in temps]
+                + [f'[{x}] "=&r"({x})' for x in xs])
+        text = "\n".join(f'"{x}\\n\\t"' for x in ins[:-1]) + f'\n"{ins[-1]}"'
+        decl = f"uint32_t {', '.join(temps + xs)};"
+        return block("", [decl, "__asm__ __volatile__(" + indent(text, 4).lstrip(),
+                          "        : " + ", ".join(outs), '        : [wq] "r"(wq), [xq] "r"(xq)',
+                          '        : "memory");  /* reads the column: never moved across its stores */'])
 
     def _portable_group(self, g: int, px: int, ob: int, accs: list[list[str]]) -> str:
         out = []
@@ -511,3 +567,4 @@ def gemm_kernel(ctx: KernelContext, s: Schedule, layer: GemmLayer) -> KernelCode
     call = (f"return {name}({layer.x}, {layer.y}, scratch, {table}, {layer.bias or 'NULL'}, {', '.join(rq_args)}, "
             f"{-st.input_zp}, {st.output_zp}, {st.act_min}, {st.act_max});")
     return KernelCode(body=layer.note + call, scratch_bytes=scratch)
+

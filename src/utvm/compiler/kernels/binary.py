@@ -13,7 +13,9 @@ add, sub, mul (ElementwiseParams; numpy broadcasting and a fused activation):
 - int8 has a conditional space (`elementwise_space`): `algo = direct` (the per-element form above, no
   knobs); `table` reads each input's rescale from a 256-entry table and requantizes once (`requant`:
   c | fast | dbl, `unroll`: elements per loop iteration); `lut` maps the other input through one int8 table
-  when one input is a constant single value. See "int8 through tables" below for why each is exact.
+  when one input is a constant single value. See "int8 through tables" below for why each is exact. On Helium
+  vocabularies (`ctx.isa.mve`) also `mve`: four elements per vector (inputs of the output's shape or one
+  element against it), `mve_in` table | arith, `mve_unroll` ("Helium (MVE)" below).
 
 The other ops (BinaryParams): int8 div reads GetReciprocal of the (non-negative) divisor from a 256-entry
 table computed at compile time by utvm.ops._quant; everything else runs in int32 C (int64 for int64
@@ -42,7 +44,16 @@ from utvm.compiler.kernels import (
     register,
 )
 from utvm.compiler.kernels.cemit import INT32_MAX, INT32_MIN, block, for_loop, lines
-from utvm.compiler.kernels.requant import Requant, clamp_store, form_reason, rescale_stmts
+from utvm.compiler.kernels.requant import (
+    Requant,
+    clamp_store,
+    form_reason,
+    mve_operands,
+    mve_reason,
+    mve_requant_helper,
+    mve_requant_right_helper,
+    rescale_stmts,
+)
 from utvm.compiler.schedule import EMPTY_SPACE, Knob, Schedule, Space, requant_knob, unroll_knob
 from utvm.ops import _quant
 from utvm.ops.binary import BINARY, COMPARISONS, BinaryParams, ElementwiseParams, reference
@@ -118,6 +129,8 @@ def elementwise(ctx: KernelContext) -> KernelCode:
         return _table_kernel(ctx, ctx.params(), ctx.schedule)
     if algo == "lut":
         return _lut_kernel(ctx, ctx.params())
+    if algo == "mve":
+        return _mve_kernel(ctx, ctx.params(), ctx.schedule)
     return elementwise_direct(ctx)
 
 
@@ -245,9 +258,19 @@ def elementwise_space(ctx: KernelContext) -> Space:
     else:
         default = {"algo": "direct"}
 
+    mve = ctx.isa.mve
+    if mve and single is None:
+        form = "table" if p.op != "mul" else "arith"
+        if mve_binary_reason(p, form) is None:
+            default = {"algo": "mve", "mve_in": form, "mve_unroll": 2}
+
     def legal(pt: Schedule) -> str | None:
         if pt["algo"] == "lut" and single is None:
             return "lut needs an input holding a single value"
+        if pt["algo"] == "mve":
+            if p.op == "mul" and pt["mve_in"] == "table":
+                return "mve_in table: mul's inputs need no rescale (the arith form is the table's x - zp)"
+            return mve_binary_reason(p, pt["mve_in"])
         if pt["algo"] != "table":
             return None
         if not table_ok:
@@ -259,8 +282,10 @@ def elementwise_space(ctx: KernelContext) -> Space:
             return "unroll is for inputs of the output's shape"
         return None
 
-    return Space.conditional(ALGO, {"direct": (), "table": (requant_knob(), UNROLL), "lut": ()},
-                             default=default, legal=legal)
+    branches: dict[str, tuple[Knob, ...]] = {"direct": (), "table": (requant_knob(), UNROLL), "lut": ()}
+    if mve:  # Helium vectors: a branch only where the vocabulary has them (other targets' spaces unchanged)
+        branches["mve"] = (MVE_IN, MVE_UNROLL)
+    return Space.conditional(MVE_ALGO if mve else ALGO, branches, default=default, legal=legal)
 
 
 def _table_kernel(ctx: KernelContext, p: ElementwiseParams, s: Schedule) -> KernelCode:
@@ -434,3 +459,141 @@ def binary_family(ctx: KernelContext) -> KernelCode:
     data = range(1, 3) if p.op == "select" else range(len(p.shapes))
     inplace = _inplace(p.shapes, p.output_shape, data) if p.dtype == p.out_dtype else ()
     return KernelCode(body=lines(pre, loops, "return 0;"), inplace=inplace)
+
+
+# --- Helium (MVE) --------------------------------------------------------------------------------------------------
+# `algo = mve` (vocabularies with `mve`), int8 add/sub/mul whose inputs have the output's shape or hold one element
+# (a scalar broadcast): four elements per vector, TFLite's arithmetic lane by lane, the last vector tail-
+# predicated (VCTP32: loads read no byte past the tensors, the store writes only real elements).
+# `mve_in` (add/sub) says how each input is rescaled to a' = MBQM((a - zp_a) << left_shift, m_a, e_a):
+# - "table": the 256-entry int32 table of the table kernel (docs/kernels.md §7; sub stores -b'), read by a
+#   gather (VLDRB.U32 widens the four input bytes into indices, VLDRW.S32 gathers the entries): exact by
+#   construction, two instructions per input;
+# - "arith": (a - zp_a) << left_shift by one VMLAS (a * 2^left_shift + (-zp_a << left_shift), |.| < 2^28) and the
+#   vector requantization (requant.mve_requant_helper: exact where requant.mve_reason allows).
+# mul multiplies the offset inputs (VADD of -zp, VMUL: |(a - zp_a) * (b - zp_b)| <= 255 * 255). The output
+# requantization is the vector one; the sum a' +- b' is checked at compile time to stay inside int32 (the table
+# kernel's bound). `mve_unroll`: vectors per loop iteration.
+
+MVE_ALGO = Knob("algo", ("direct", "table", "lut", "mve"),
+                "per element, input tables + one requantization, one output table, or Helium vectors")
+MVE_IN = Knob("mve_in", ("table", "arith"), "add/sub input rescale: a gathered table entry or vector arithmetic")
+MVE_UNROLL = Knob("mve_unroll", (1, 2, 4), "vectors of 4 elements per loop iteration")
+
+
+def _scalar_input(p: ElementwiseParams) -> int | None:
+    """The input (0 or 1) holding one element while the other has the output's shape, if one does."""
+    out = tuple(p.output_shape)
+    for i, (mine, other) in enumerate(((p.a_shape, p.b_shape), (p.b_shape, p.a_shape))):
+        if math.prod(mine) == 1 and tuple(other) == out:
+            return i
+    return None
+
+
+def mve_binary_reason(p: ElementwiseParams, form: str) -> str | None:
+    """None if the MVE kernel with input form `form` serves this add/sub/mul, else why not."""
+    if not _flat(p) and _scalar_input(p) is None:
+        return "inputs that broadcast (other than one element against the output's shape)"
+    bound = _raw_bound(p)
+    if bound >= 1 << 31:
+        return "the sum of the rescaled inputs could overflow int32"
+    reason = mve_reason(p.rounding, [p.output_multiplier], [p.output_shift], bound, p.output_shift <= -1)
+    if reason:
+        return f"the output requantization: {reason}"
+    if p.op != "mul" and form == "arith":
+        for m, e in ((p.a_multiplier, p.a_shift), (p.b_multiplier, p.b_shift)):
+            reason = mve_reason(p.rounding, [m], [e], 255 << p.left_shift, e <= -1)
+            if reason:
+                return f"the input rescale: {reason}"
+    return None
+
+
+def _mve_kernel(ctx: KernelContext, p: ElementwiseParams, s: Schedule) -> KernelCode:
+    ctx.isa.use_mve()
+    a, b, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    size = math.prod(p.output_shape)
+    form = s["mve_in"]
+    scalar = _scalar_input(p) if not _flat(p) else None
+    bound = _raw_bound(p)
+    right = p.output_shift <= -1
+    fn = (mve_requant_right_helper if right else mve_requant_helper)(ctx, p.rounding)
+    ops = mve_operands(ctx, [p.output_multiplier], [p.output_shift], right_only=right, hint="rq")
+    what = "(a - zp_a) * (b - zp_b)" if p.op == "mul" else ("a' - b'" if p.op == "sub" else "a' + b'")
+    head = [f"/* {what}: |raw| <= {bound} < 2^31, no int32 overflow. */",
+            f"const int32x4_t act_lo = vdupq_n_s32({int(p.act_min)});",
+            f"const int32x4_t act_hi = vdupq_n_s32({int(p.act_max)});"]
+    tables: list[str] = []
+    if p.op != "mul" and form == "table":
+        ta, tb = _tables(p, 1)
+        tables = [ctx.table("int32_t", ta, "ta"), ctx.table("int32_t", tb, "tb")]
+    rescale = []
+    if p.op != "mul" and form == "arith":
+        for m, e in ((p.a_multiplier, p.a_shift), (p.b_multiplier, p.b_shift)):
+            r = e <= -1
+            rescale.append(((mve_requant_right_helper if r else mve_requant_helper)(ctx, p.rounding),
+                            mve_operands(ctx, [m], [e], right_only=r, hint="rs")))
+        head.append(f"const int32x4_t scale_in = vdupq_n_s32({1 << p.left_shift});")
+
+    def operand(k: int, src: str, idx: str, pred: str | None) -> str:
+        """int32x4_t C expression of input k's term (a', +-b', or x - zp) for elements idx .. idx + 3."""
+        zp = (p.a_zero_point, p.b_zero_point)[k]
+        if tables:
+            ld = (f"vldrbq_z_u32((const uint8_t*){src} + {idx}, {pred})" if pred
+                  else f"vldrbq_u32((const uint8_t*){src} + {idx})")
+            return f"vldrwq_gather_shifted_offset_s32({tables[k]}, {ld})"
+        ld = f"vldrbq_z_s32({src} + {idx}, {pred})" if pred else f"vldrbq_s32({src} + {idx})"
+        if p.op == "mul":
+            return f"vaddq_n_s32({ld}, {-zp})" if zp else ld
+        r_fn, r_ops = rescale[k]
+        shifted = f"vmlasq_n_s32({ld}, scale_in, {-zp * (1 << p.left_shift)})"
+        term = r_ops.call(r_fn, shifted, "0")
+        return term if p.op != "sub" or k == 0 else f"vnegq_s32({term})"
+
+    def vec(idx: str, pred: str | None) -> list[str]:
+        terms = []
+        for k, src in enumerate((a, b)):
+            if k == scalar:
+                terms.append(f"t{k}")
+            else:
+                terms.append(operand(k, src, idx, pred))
+        combine = "vmulq_s32" if p.op == "mul" else "vaddq_s32"
+        out = [f"int32x4_t v = {combine}({terms[0]}, {terms[1]});", f"v = {ops.call(fn, 'v', '0')};"]
+        if p.output_zero_point:
+            out.append(f"v = vaddq_n_s32(v, {p.output_zero_point});")
+        out.append("v = vminq_s32(vmaxq_s32(v, act_lo), act_hi);")
+        out.append(f"vstrbq_p_s32({y} + {idx}, v, {pred});" if pred else f"vstrbq_s32({y} + {idx}, v);")
+        return out
+
+    if scalar is not None:  # the one-element input's term, once, in every lane
+        src = (a, b)[scalar]
+        bcast = f"vdupq_n_s32((int32_t){src}[0])" if not tables else f"vdupq_n_u32((uint8_t){src}[0])"
+        if tables:
+            head.append(f"const int32x4_t t{scalar} = vldrwq_gather_shifted_offset_s32({tables[scalar]}, {bcast});")
+        else:
+            head.append(f"const int32x4_t t{scalar} = {operand_of_value(p, scalar, bcast, rescale)};")
+    u = s["mve_unroll"]
+    per = 4 * u
+    main = size // per * per
+    body = []
+    if main:
+        body.append(block(f"for (int32_t i = 0; i < {main}; i += {per})",
+                          [block("", vec(f"i + {4 * k}" if k else "i", None)) for k in range(u)]))
+    for r in range(main, size, 4):
+        n = min(4, size - r)
+        pred = None
+        if n < 4:
+            body.append(f"const mve_pred16_t tail = {ctx.isa.pred32(range(n))};")
+            pred = "tail"
+        body.append(block("", vec(str(r), pred)))
+    inplace = _inplace((p.a_shape, p.b_shape), p.output_shape, range(2))
+    return KernelCode(body=lines(head, body, "return 0;"), inplace=inplace, attributes=ctx.helper("mve_in_order"))
+
+
+def operand_of_value(p: ElementwiseParams, k: int, value: str, rescale: list) -> str:
+    """The arith form's term of input k for an int32x4_t of its values `value` (mul: x - zp)."""
+    zp = (p.a_zero_point, p.b_zero_point)[k]
+    if p.op == "mul":
+        return f"vaddq_n_s32({value}, {-zp})" if zp else value
+    r_fn, r_ops = rescale[k]
+    term = r_ops.call(r_fn, f"vmlasq_n_s32({value}, scale_in, {-zp * (1 << p.left_shift)})", "0")
+    return term if p.op != "sub" or k == 0 else f"vnegq_s32({term})"

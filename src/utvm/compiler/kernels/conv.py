@@ -19,7 +19,9 @@ and the OHWI weights). depthwise_conv2d accumulates all output channels of a pix
 (contiguous in the input and the 1HW(C*M) weights), then requantizes them.
 
 int8 conv2d with constant weights has a space (`conv_space`): `algo` "direct" (the scalar kernel above,
-with `direct_knobs`: none for conv2d) or "gemm" (im2col + GEMM, utvm.compiler.kernels._gemm).
+with `direct_knobs`: none for conv2d) or "gemm" (im2col + GEMM, utvm.compiler.kernels._gemm), and on Helium
+(MVE) vocabularies "mve" (utvm.compiler.kernels._gemm_mve, the default there). The 16x8 path takes a tap's
+channels by VMLALDAVA on MVE vocabularies (`ctx.isa.dot_s16s8`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from utvm.compiler.kernels._gemm import (
     gemm_legal,
     pad4,
 )
+from utvm.compiler.kernels._gemm_mve import mve_default, mve_gemm_kernel, mve_knobs, mve_legal, window_cols
 from utvm.compiler.kernels._window import Axis, origin_stmt, pos, tap_range
 from utvm.compiler.kernels.cemit import INT32_MAX, block, fill, for_loop, lines
 from utvm.compiler.kernels.requant import OutputStage, acc_bound, c_helper, requant_int16_stmts, x_abs_max
@@ -168,33 +171,52 @@ def _window(p: Conv2DParams) -> Window:
                   p.padding[1])
 
 
+def _inplace_ok(p: Conv2DParams) -> bool:
+    """A 1x1 window that never reaches the padding: the MVE GEMM may read each pixel's channels in place."""
+    _, oh, ow, _ = p.output_shape
+    return p.kernel == (1, 1) and all(_window(p).always_inside(oh, ow))
+
+
 def conv_space(ctx: KernelContext) -> Space:
     """int8 conv2d with constant weights: `algo` direct (the scalar kernel: weight sums folded,
     interior/border split; `direct_knobs`) or gemm (im2col + GEMM, SIMD where the ISA has it;
-    utvm.compiler.kernels._gemm) with the GEMM's knobs."""
+    utvm.compiler.kernels._gemm) with the GEMM's knobs; on MVE vocabularies also mve (the Helium GEMM,
+    utvm.compiler.kernels._gemm_mve: the GEMM's `px_block` and `oc_block` and its own knobs), the default where
+    its requantization is exact."""
     p: Conv2DParams = ctx.params()
     if not _gemm_able(ctx, p):
         return EMPTY_SPACE
     v = ctx.isa
     stage = int8_stage(ctx, p)
-    kq = pad4(_window(p).k) // 4
+    win = _window(p)
+    kq = pad4(win.k) // 4
     _, oh, ow, n = p.output_shape
     if v.simd16:
         default = {"algo": "gemm", **gemm_default(v, kq, n, oh * ow, stage)}
     else:
         default = {"algo": "direct", **direct_default(p)}
+    gemm = gemm_knobs(v, kq)
+    branches = {"direct": direct_knobs(p), "gemm": gemm}
+    if v.mve:
+        window = window_cols(win) and not _inplace_ok(p)
+        branches["mve"] = (*gemm[:2], *mve_knobs(win.k, _inplace_ok(p), window))
+        mve = {"algo": "mve", **mve_default(win.k, oh * ow, _inplace_ok(p), window)}
+        if mve_legal(mve, oh * ow, stage) is None:
+            default = mve
 
     def legal(pt: Schedule) -> str | None:
+        if pt["algo"] == "mve":
+            return mve_legal(pt, oh * ow, stage)
         return None if pt["algo"] == "direct" else gemm_legal(pt, oh * ow, stage, v)
 
-    return Space.conditional(Knob("algo", ("direct", "gemm"), "scalar direct convolution or im2col + GEMM"),
-                             {"direct": direct_knobs(p), "gemm": gemm_knobs(v, kq)}, default=default, legal=legal,
-                             legacy=LEGACY)
+    return Space.conditional(Knob("algo", tuple(branches), "scalar direct convolution, im2col + GEMM or the "
+                                  "Helium GEMM" if v.mve else "scalar direct convolution or im2col + GEMM"),
+                             branches, default=default, legal=legal, legacy=LEGACY)
 
 
 @register("conv2d", space=conv_space)
 def conv(ctx: KernelContext) -> KernelCode:
-    if ctx.schedule.get("algo") == "gemm":
+    if ctx.schedule.get("algo") in ("gemm", "mve"):
         return _conv_gemm(ctx, ctx.params())
     return direct(ctx)
 
@@ -205,9 +227,13 @@ def _conv_gemm(ctx: KernelContext, p: Conv2DParams) -> KernelCode:
     note = accumulator_bound(ctx, p) + "\n"  # raises when the int32 accumulator could overflow
     n, _, _, _ = p.input_shape
     _, oh, ow, n_out = p.output_shape
-    bias = ctx.inputs[2] if p.has_bias else None
+    mve = ctx.schedule.get("algo") == "mve"
+    # the MVE GEMM folds the bias into its initial accumulators (no reference to the bias array)
+    bias = ctx.inputs[2] if p.has_bias and not mve else None
     layer = GemmLayer(GemmShape(_window(p), n, oh, ow, n_out), int8_stage(ctx, p), w.reshape(n_out, -1),
                       ctx.inputs[0], ctx.outputs[0], bias, note)
+    if mve:
+        return mve_gemm_kernel(ctx, ctx.schedule, layer, _const_data(ctx, 2) if p.has_bias else None)
     return gemm_kernel(ctx, ctx.schedule, layer)
 
 
@@ -386,12 +412,14 @@ class _Direct:
         g = p.groups
         cg, og = c // g, n_out // g
         group_in = f" + (oc / {og}) * {cg}" if g > 1 else ""
+        # Helium: a tap's channels by VMLALDAVA, 8 MACs an instruction, exact in int64 (the vocabulary's helper)
+        mac = (f"acc = {ctx.isa.dot_s16s8('acc', 'xp', 'wp', cg)};" if ctx.isa.mve else
+               for_loop("ic", 0, cg, "acc += (int64_t)((int32_t)xp[ic] * (int32_t)wp[ic]);"))
         inner = for_loop("oc", 0, n_out, [
             f"const int8_t* const wo = {wts} + oc * {kh * kw * cg};",
             "int64_t acc = 0;",
             for_loop("ky", "ky_lo", "ky_hi", [xrow + f"{group_in};", for_loop("kx", "kx_lo", "kx_hi", [
-                xp, f"const int8_t* const wp = wo + (ky * {kw} + kx) * {cg};",
-                for_loop("ic", 0, cg, "acc += (int64_t)((int32_t)xp[ic] * (int32_t)wp[ic]);")])]),
+                xp, f"const int8_t* const wp = wo + (ky * {kw} + kx) * {cg};", mac])]),
             bias, store])
         return self.finish(consts + self.pixel_loops(inner) + "\nreturn 0;")
 

@@ -3,12 +3,14 @@
 int8 is TFLite's integer FullyConnected (per-tensor or per-channel weights): the int32 accumulator of
 (x - input_zp) * (w - weight_zp) plus the bias is requantized per output row and clamped. With constant
 weights (zero point 0) and bias it has a space (`dense_space`): `algo` "direct" (weight sums folded,
-unrolled dot products; no knobs) or "gemm" (utvm.compiler.kernels._gemm).
+unrolled dot products; no knobs) or "gemm" (utvm.compiler.kernels._gemm), and on Helium (MVE) vocabularies
+"mve" (utvm.compiler.kernels._gemm_mve: the row read in place; the default there).
 
 int16 activations with int8 weights ("16x8"): a plain C loop of its own (no schedule space): the same sum
 in an int64 accumulator (zero points included, as TFLM's int16 FullyConnected uses them), requantized by the
 int64 MultiplyByQuantizedMultiplier for an int64 bias (or none), by the int32 one on the wrapped int32
-accumulator for an int32 bias (utvm.compiler.kernels.requant.requant_int16_stmts).
+accumulator for an int32 bias (utvm.compiler.kernels.requant.requant_int16_stmts). On Helium (MVE)
+vocabularies, with zero points 0, the row's dot products by VMLALDAVA (`ctx.isa.dot_s16s8`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from utvm.compiler.kernels._gemm import (
     gemm_legal,
     pad4,
 )
+from utvm.compiler.kernels._gemm_mve import mve_default, mve_gemm_kernel, mve_knobs, mve_legal
 from utvm.compiler.kernels.cemit import INT32_MAX, for_loop, lines
 from utvm.compiler.kernels.requant import (
     OutputStage,
@@ -93,13 +96,22 @@ def dense_space(ctx: KernelContext) -> Space:
         default = {"algo": "gemm", **gemm_default(v, kq, p.units, 1, stage), "share": ctx.task_count > 1}
     else:
         default = {"algo": "direct"}
+    gemm = gemm_knobs(v, kq)
+    branches = {"direct": (), "gemm": gemm}
+    if v.mve:  # the Helium GEMM (utvm.compiler.kernels._gemm_mve) reads the row in place
+        branches["mve"] = (*gemm[:2], *mve_knobs(p.k, True))
+        mve = {"algo": "mve", **mve_default(p.k, 1, True)}
+        if mve_legal(mve, 1, stage) is None:
+            default = mve
 
     def legal(pt: Schedule) -> str | None:
+        if pt["algo"] == "mve":
+            return mve_legal(pt, 1, stage)
         return None if pt["algo"] == "direct" else gemm_legal(pt, 1, stage, v)
 
-    return Space.conditional(Knob("algo", ("direct", "gemm"), "scalar dot products or the GEMM"),
-                             {"direct": (), "gemm": gemm_knobs(v, kq)}, default=default, legal=legal,
-                             legacy=LEGACY)
+    return Space.conditional(Knob("algo", tuple(branches), "scalar dot products, the GEMM or the Helium GEMM"
+                                  if v.mve else "scalar dot products or the GEMM"),
+                             branches, default=default, legal=legal, legacy=LEGACY)
 
 
 def _dense_gemm(ctx: KernelContext, p: DenseParams) -> KernelCode:
@@ -107,15 +119,20 @@ def _dense_gemm(ctx: KernelContext, p: DenseParams) -> KernelCode:
     note = _gemm_note(p, stage)
     w_t = ctx.in_tensor(1)
     assert stage is not None and note is not None and w_t is not None and w_t.data is not None
+    mve = ctx.schedule.get("algo") == "mve"
+    # the MVE GEMM folds the bias into its initial accumulators (no reference to the bias array)
     layer = GemmLayer(GemmShape(Window(1, 1, p.k), p.batch, 1, 1, p.units), stage, w_t.data.reshape(p.units, p.k),
-                      ctx.inputs[0], ctx.outputs[0], ctx.inputs[2] if p.has_bias else None, note)
+                      ctx.inputs[0], ctx.outputs[0], ctx.inputs[2] if p.has_bias and not mve else None, note)
+    if mve:
+        b_t = ctx.in_tensor(2) if p.has_bias else None
+        return mve_gemm_kernel(ctx, ctx.schedule, layer, b_t.data if b_t is not None else None)
     return gemm_kernel(ctx, ctx.schedule, layer)
 
 
 @register("dense", space=dense_space)
 def dense(ctx: KernelContext) -> KernelCode:
     p = ctx.params()
-    if ctx.schedule.get("algo") == "gemm":
+    if ctx.schedule.get("algo") in ("gemm", "mve"):
         return _dense_gemm(ctx, p)
     x, w, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     if p.dtype == "float32":
@@ -158,8 +175,10 @@ def _dense_int16(ctx: KernelContext, p: DenseParams) -> KernelCode:
     x_off, w_off = offset_term(-p.input_zero_point), offset_term(-p.weight_zero_point)
     store = requant_int16_stmts(ctx, p.rounding, p.acc_bits, "acc", mult, shift, p.output_zero_point,
                                 int(p.act_min), int(p.act_max), f"{y}[b * {p.units} + o]")
+    if ctx.isa.mve and not x_off and not w_off:  # Helium, zero points 0: 8 MACs per VMLALDAVA, exact in int64
+        mac = f"acc = {ctx.isa.dot_s16s8('acc', 'row', 'wrow', p.k)};"
+    else:
+        mac = for_loop("k", 0, p.k, f"acc += (int64_t)(((int32_t)row[k]{x_off}) * ((int32_t)wrow[k]{w_off}));")
     body = for_loop("b", 0, p.batch, [f"const int16_t* const row = {x} + b * {p.k};", for_loop("o", 0, p.units, [
-        f"const int8_t* const wrow = {w} + o * {p.k};", "int64_t acc = 0;",
-        for_loop("k", 0, p.k, f"acc += (int64_t)(((int32_t)row[k]{x_off}) * ((int32_t)wrow[k]{w_off}));"),
-        bias, store])])
+        f"const int8_t* const wrow = {w} + o * {p.k};", "int64_t acc = 0;", mac, bias, store])])
     return KernelCode(body=body + "\nreturn 0;")

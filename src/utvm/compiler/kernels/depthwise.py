@@ -37,6 +37,11 @@ of the plane.
   Ideas: TinyEngine's HWC -> CHW copy padded with the zero point (depthwiseTemplate.py), CMSIS-NN's
   arm_depthwise_conv_s8_opt (int16 copy, tap pairs for SMLAD); written here.
 
+`algo = mve` (Helium vocabularies only: `ctx.isa.mve`; the branch does not exist elsewhere, so other targets'
+spaces are unchanged): the NHWC input read in place (no scratch), vectors of channels, of one input channel's
+outputs or of a window row's taps, the vector requantization; knobs `lanes`, `px_block`, `mve_oc`,
+`ky_unroll`, `share`. See the "Helium (MVE)" section below and docs/kernels.md §11.6.
+
 Knob names before issue 20 (`LEGACY`; old tuning logs still apply): dw_px -> px_block, dw_oc -> oc_block,
 dw_cb -> c_block, dw_wload -> w_load, unroll (a bool) -> row_unroll; `copy_unroll` is new (its default is
 the code before it).
@@ -54,17 +59,29 @@ instead of six plus an add.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from utvm.compiler.kernels import KernelCode, KernelContext, register
+from utvm.compiler.kernels import KernelCode, KernelContext, define_helper, register
 from utvm.compiler.kernels._gemm import MAX_ACCUMULATORS, words_table
-from utvm.compiler.kernels.cemit import block, for_loop, lines
+from utvm.compiler.kernels._window import Axis, origin_stmt, tap_range
+from utvm.compiler.kernels.cemit import block, for_loop, lines, offset_term
 from utvm.compiler.kernels.conv import accumulator_bound, direct, direct_default, direct_knobs, int8_stage
 from utvm.compiler.kernels.isa import PortableC
-from utvm.compiler.kernels.requant import OutputStage, Requant, clamp_store
+from utvm.compiler.kernels.requant import (
+    MveOperands,
+    OutputStage,
+    Requant,
+    clamp_store,
+    mve_operands,
+    mve_reason,
+    mve_requant_helper,
+    mve_requant_right_helper,
+)
 from utvm.compiler.schedule import EMPTY_SPACE, Knob, Schedule, Space, no_sched_knob, requant_knob
 from utvm.ops.conv2d import Conv2DParams
 
@@ -233,10 +250,15 @@ def depthwise_space(ctx: KernelContext) -> Space:
              "copy_unroll": copy_default, "w_load": "mem", "no_sched": simd}
     direct_point = {"algo": "direct", **direct_default(p)}
     default = plane if ctx.target.is_cortex_m and plane_bytes <= DEFAULT_SCRATCH else direct_point
+    mve = ctx.isa.mve
+    if mve and mve_legal(layer, mve_default(layer)) is None:
+        default = {**mve_default(layer), "share": ctx.task_count > 1}
 
     def legal(pt: Schedule) -> str | None:
         if pt["algo"] == "direct":
             return None
+        if pt["algo"] == "mve":
+            return mve_legal(layer, pt)
         if pt["px_block"] > g.ow:
             return f"px_block {pt['px_block']} > the {g.ow} output columns"
         if g.m % pt["oc_block"]:
@@ -258,10 +280,13 @@ def depthwise_space(ctx: KernelContext) -> Space:
         reason = layer.stage.form_reason(pt["requant"], ctx.target)
         return f"requant {pt['requant']}: {reason}" if reason else None
 
+    branches: dict[str, tuple[Knob, ...]] = {
+        "direct": direct_knobs(p),
+        "plane": (PX_BLOCK, OC_BLOCK, C_BLOCK, requant_knob(), ROW_UNROLL, COPY_UNROLL, W_LOAD, no_sched_knob())}
+    if mve:  # Helium vectors: a branch only where the vocabulary has them (other targets' spaces unchanged)
+        branches["mve"] = (LANES, PX_BLOCK, MVE_OC, KY_UNROLL, SHARE)
     return Space.conditional(
-        ALGO, {"direct": direct_knobs(p),
-               "plane": (PX_BLOCK, OC_BLOCK, C_BLOCK, requant_knob(), ROW_UNROLL, COPY_UNROLL, W_LOAD,
-                         no_sched_knob())},
+        MVE_ALGO if mve else ALGO, branches,
         default=default, legal=legal, legacy=LEGACY,
         added={**direct_default(p), "copy_unroll": copy_default})
 
@@ -270,6 +295,8 @@ def depthwise_space(ctx: KernelContext) -> Space:
 def depthwise(ctx: KernelContext) -> KernelCode:
     if ctx.schedule.get("algo") == "plane":
         return _Plane(ctx, Layer.of(ctx, ctx.params()), ctx.schedule).code()
+    if ctx.schedule.get("algo") == "mve":
+        return _Mve(ctx, Layer.of(ctx, ctx.params()), ctx.schedule).code()
     return direct(ctx)
 
 
@@ -628,3 +655,608 @@ class _Plane:
                 out.append(self.rq.stmt(a, f"oc + {o}" if o else "oc", str(o) if self.dbl else None))
                 out.append(clamp_store(a, zp, st.act_min, st.act_max, f"yr[{y_off + j * g.n_out + o}]", sat))
         return block("", out)
+
+
+# --- Helium (MVE) -------------------------------------------------------------------------------------------------
+# `algo = mve` (vocabularies with `mve`): the NHWC input read in place (no scratch), vectors of int32 or int16
+# lanes, the vector requantization of four outputs at once (requant.mve_requant_helper / _right_helper), then the
+# output zero point, the clamp and a narrowing store. What a vector's lanes hold (`lanes`):
+#
+# - "chan" (depth multiplier 1): four channels of a pixel. Per tap, VLDRB.S32 widens four input bytes and four
+#   weights; VMUL + VADD accumulate (MVE has no lane-wise multiply-accumulate of two integer vectors). A block of
+#   `px_block` pixels loads each weight vector once and each input column once (pixels of a stride-1 row share
+#   their columns).
+# - "mult": four of the M outputs of one input channel (channel c feeds outputs c*M .. c*M + M-1, adjacent in
+#   the output and in each tap's weights): VMLA by the tap's input value as a scalar, one instruction per tap
+#   and four outputs.
+# - "taps": up to eight taps of a window row as int16 lanes (x - input zero point, in [-255, 255]): a contiguous
+#   widening load when the row's taps are adjacent bytes (one channel, no dilation), else a gather with the
+#   constant byte offsets of the taps; VMLADAVA sums the eight products with a weight row into one output's
+#   scalar accumulator (micro_speech: 8-tap rows, 8 outputs sharing each input row).
+#
+# Weights are re-laid at compile time (the same bytes, no padding beyond a partial vector) in the order the
+# kernel reads them: per block of outputs, tap after tap, so one pointer walks the table. The output columns are
+# grouped at compile time into segments whose windows have the same in-bounds taps (`segments`: KWS's left
+# column, its three inner columns, its right column); a segment runs blocks of `px_block` pixels with constant
+# tap offsets (at most MAX_BORDER_SEGMENTS border classes a side; more take their tap range per pixel at run
+# time). Rows whose windows lie inside the input in y take the constant row range (written out with
+# `ky_unroll`), the others their run-time range. Windows wholly inside the input start "chan" and "mult" from the
+# folded accumulator bias - zp * sum(w) (conv.int8_stage's `init`) and read x as it is, the same integer; the
+# others use TFLite's form bias + sum (x - zp) * w over their in-bounds taps ("taps" covers a clipped row by a
+# tail-predicated load of its in-bounds taps, zeros in the other lanes). Outputs that do not fill a vector end
+# with a predicated block (loads read no byte past a tensor, the store writes only real outputs). Exactness is
+# the plane kernel's argument: every product is exact in its lane, VMUL/VADD/VMLA/VMLADAVA wrap instead of
+# saturating, and the proven bound keeps every partial sum in int32.
+
+LANES = Knob("lanes", ("chan", "mult", "taps"),
+             "vector lanes: 4 channels (depth multiplier 1), 4 outputs of one input channel, or 8 taps of a row")
+MVE_OC = Knob("mve_oc", (4, 8), "outputs per block: one or two vectors of 4 (taps: scalar accumulators)")
+KY_UNROLL = Knob("ky_unroll", (False, True), "an interior window's rows written out (else a ky loop)")
+SHARE = Knob("share", (False, True), "one function per file for every layer of this workload and schedule (its "
+             "tables and numbers as parameters): code size for a call per layer")
+MVE_ALGO = Knob("algo", ("direct", "plane", "mve"), "conv's scalar kernel, int16 channel planes or Helium vectors")
+#: MVE accumulators per block: int32x4 vectors ("chan", "mult") and scalars ("taps")
+MVE_VECTOR_ACCS = 4
+MVE_SCALAR_ACCS = 8
+#: interior windows of up to this many taps have their rows written out by default
+MVE_UNROLL_TAPS = 16
+
+# GCC's order for MVE sums: TER moves a chain of VADDs (plain vector `+` in GIMPLE) after every product it adds,
+# and the first scheduling pass hoists loads; both keep every product live at once and spill Q registers. With
+# both off for the function the accumulations stay where they are written (other compilers ignore it).
+define_helper("mve_in_order", """\
+#if defined(__GNUC__) && !defined(__clang__)
+#define TVM_MVE_IN_ORDER __attribute__((optimize("no-schedule-insns", "no-tree-ter")))
+#else
+#define TVM_MVE_IN_ORDER
+#endif""", "TVM_MVE_IN_ORDER")
+
+
+# VLDRB.S32 with a post-incremented base: GCC 12 addresses every widening load past 127 bytes from its base with
+# an add of its own, so a row of input columns C bytes apart walks one pointer instead (the memory operand orders
+# the load after the stores it may depend on; `step`: a literal in [-127, 127]; the widening load's encoding takes a
+# low register, r0-r7, as its base).
+MVE_LOCAL_HELPERS = {
+    "TVM_VLDRB_S32_PI": """\
+#define TVM_VLDRB_S32_PI(x, p, step) \\
+  __asm__("vldrb.s32 %q0, [%1], #" #step : "=w"(x), "+l"(p) : "m"(*(const int8_t(*)[4])(p)))""",
+}
+
+
+def mve_local(ctx: KernelContext, name: str) -> str:
+    """Emit the local helper `name` (MVE_LOCAL_HELPERS) into ctx's file once; returns its name."""
+    if name not in ctx.file.names:
+        ctx.file.names.add(name)
+        ctx.file.decls.insert(0, MVE_LOCAL_HELPERS[name])
+    return name
+
+
+def interior(ax: Axis) -> tuple[int, int]:
+    """The outputs [a, b) along `ax` whose every tap lies inside the input ((0, 0) if none do; the origins grow
+    with the output index, so they are one range)."""
+    inside = [o for o, s in enumerate(ax.origins()) if s >= ax.lo and s + (ax.k - 1) * ax.dilation < ax.hi]
+    return (inside[0], inside[-1] + 1) if inside else (0, 0)
+
+
+def axes(g: Geometry) -> tuple[Axis, Axis]:
+    return (Axis(g.oh, 0, g.h, g.kh, g.sh, g.dh, g.pt), Axis(g.ow, 0, g.w, g.kw, g.sw, g.dw, g.pl))
+
+
+def mve_right_only(st: OutputStage) -> bool:
+    """The short vector requantization (every shift <= -1) applies."""
+    return max(st.shift) <= -1
+
+
+def mve_legal(layer: Layer, pt: Schedule) -> str | None:
+    """None if MVE point `pt` is legal for `layer`, else why not."""
+    g, st = layer.g, layer.stage
+    lanes, px, oc = pt["lanes"], pt["px_block"], pt["mve_oc"]
+    if lanes == "chan" and g.m != 1:
+        return f"lanes chan needs depth multiplier 1 (it is {g.m})"
+    if px > g.ow:
+        return f"px_block {px} > the {g.ow} output columns"
+    if lanes == "chan" and oc > 4 and g.n_out <= 4:
+        return f"mve_oc {oc} > the {g.n_out} output channels"
+    if lanes != "chan" and oc > 4 and g.m <= 4:
+        return f"mve_oc {oc} > the depth multiplier {g.m}"
+    if lanes == "taps":
+        if px * oc > MVE_SCALAR_ACCS:
+            return f"{px} x {oc} scalar accumulators exceed {MVE_SCALAR_ACCS}"
+        if (g.kw - 1) * g.dw * g.c > 0xFFFF:
+            return "a window row spans more than the 16-bit offsets of a gather"
+    elif px * oc // 4 > MVE_VECTOR_ACCS:
+        return f"{px} x {oc // 4} vector accumulators exceed {MVE_VECTOR_ACCS}"
+    if pt["ky_unroll"] and g.kh == 1:
+        return "ky_unroll: one window row, nothing to unroll"
+    reason = mve_reason(st.rounding, st.multiplier, st.shift, st.bound, mve_right_only(st))
+    return f"the MVE requantization: {reason}" if reason else None
+
+
+def mve_default(layer: Layer) -> Schedule:
+    """The MVE heuristic (measured on QEMU: KWS, micro_speech, a 16x16x32 3x3 layer): channels as lanes for depth
+    multiplier 1, taps as lanes for rows of 4 taps or more (micro_speech's 8-tap rows), else outputs of one input
+    channel; vector lanes take four pixels per block where a row has them (each weight vector loaded once for
+    them, 8-11% fewer instructions than two)."""
+    g = layer.g
+    lanes = "chan" if g.m == 1 else ("taps" if g.kw >= 4 and (g.kw - 1) * g.dw * g.c <= 0xFFFF else "mult")
+    oc = 8 if lanes != "chan" and g.m > 4 else 4
+    px = 1 if lanes == "taps" else max(b for b in (1, 2, 4) if b <= g.ow)
+    return {"algo": "mve", "lanes": lanes, "px_block": px, "mve_oc": oc,
+            "ky_unroll": g.kh > 1 and g.kh * g.kw <= MVE_UNROLL_TAPS}
+
+
+def _padded(values: Sequence[int] | np.ndarray, n: int) -> np.ndarray:
+    """`values` as int64 padded with zeros to a multiple of 4 (a vector of 4 starting inside never reads past)."""
+    v = np.zeros(-(-n // 4) * 4, np.int64)
+    v[:n] = np.broadcast_to(np.asarray(values, np.int64), (n,))
+    return v
+
+
+@dataclass(frozen=True)
+class Block:
+    """Outputs first .. first + n - 1 of a group (chan: all outputs; mult, taps: the M of one input channel),
+    in `nvec` vectors of 4 (the last one partial when n < 4 * nvec)."""
+
+    first: int
+    n: int
+
+    @property
+    def nvec(self) -> int:
+        return -(-self.n // 4)
+
+
+def blocks(size: int, per: int, lanes: str) -> list[Block]:
+    """A group of `size` outputs in blocks of `per` (the remainder: single vectors, or one block for taps)."""
+    full = size // per * per
+    out = [Block(j, per) for j in range(0, full, per)]
+    if lanes == "taps":
+        return out + ([Block(full, size - full)] if size > full else [])
+    return out + [Block(j, min(4, size - j)) for j in range(full, size, 4)]
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Output columns [start, end) whose windows have the same in-bounds taps [klo, khi) (None: a border
+    segment left to the per-pixel form, its taps found at run time)."""
+
+    start: int
+    end: int
+    klo: int | None
+    khi: int | None
+
+
+#: border column classes (per side) written out with constant taps; more are handled per pixel
+MAX_BORDER_SEGMENTS = 2
+
+
+def segments(ax: Axis) -> list[Segment]:
+    """The output columns of `ax` grouped by their windows' in-bounds taps (the origins grow with the output,
+    so each side's border classes are consecutive)."""
+    runs: list[list[int]] = []
+    for o, s in enumerate(ax.origins()):
+        klo = 0 if s >= ax.lo else min(ax.k, -(-(ax.lo - s) // ax.dilation))
+        khi = max(0, min(ax.k, -(-(ax.hi - s) // ax.dilation)))
+        if runs and runs[-1][2:] == [klo, khi]:
+            runs[-1][1] = o + 1
+        else:
+            runs.append([o, o + 1, klo, khi])
+    inner = [i for i, r in enumerate(runs) if r[2:] == [0, ax.k]]
+    out: list[Segment] = []
+    if not inner:
+        return [Segment(0, ax.out, None, None)] if len(runs) > 2 * MAX_BORDER_SEGMENTS else [
+            Segment(a, b, lo, hi) for a, b, lo, hi in runs]
+    first, last = inner[0], inner[-1]
+    left, right = runs[:first], runs[last + 1:]
+    if len(left) > MAX_BORDER_SEGMENTS:
+        left = [[left[0][0], left[-1][1], None, None]]
+    if len(right) > MAX_BORDER_SEGMENTS:
+        right = [[right[0][0], right[-1][1], None, None]]
+    for a, b, lo, hi in [*left, *runs[first:last + 1], *right]:
+        out.append(Segment(a, b, lo, hi))
+    return out
+
+
+class _Mve:
+    """Emits the MVE kernel of one layer for one schedule (see the section comment above)."""
+
+    def __init__(self, ctx: KernelContext, layer: Layer, s: Schedule) -> None:
+        self.ctx, self.layer, self.s = ctx, layer, s
+        self.g, self.st = g, _ = layer.g, layer.stage
+        self.lanes, self.px, self.ocb, self.ky_unroll = s["lanes"], s["px_block"], s["mve_oc"], s["ky_unroll"]
+        self.ay, self.ax = axes(g)
+        self.oy_a, self.oy_b = interior(self.ay)
+        self.segs = segments(self.ax)
+        #: taps: 8-lane chunks of a window row, and whether its taps are adjacent bytes
+        self.chunks = -(-g.kw // 8)
+        self.contiguous = g.c * g.dw == 1
+        self.group = g.n_out if self.lanes == "chan" else g.m
+        self.blocks = blocks(self.group, self.ocb, self.lanes)
+        self.taps = g.kh * g.kw
+        off = 0
+        for bk in self.blocks:
+            off += self.taps * (bk.n if self.lanes == "taps" else 4 * bk.nvec)
+        #: bytes of re-laid weights per group (chan: all outputs; else one input channel's)
+        self.group_w = off
+        self.pitch = g.dh * g.w * g.c  # bytes between the input rows of two window rows
+        self._tables: dict[str, str] = {}
+        #: one function per file for every layer of this workload and schedule, the layer's data as parameters
+        self.share = bool(s.get("share", False))
+        self.used: set[str] = set()
+
+    def table(self, name: str) -> str:
+        """The C name of a table of the layer, emitted on first use: "bias", "init" (bias - zp * sum w) or "w"
+        (re-laid); in a shared function, the parameter that receives it."""
+        if self.share:
+            self.used.add(name)
+            return {"bias": "bias", "init": "init", "w": "wt"}[name]
+        return self.layer_table(name)
+
+    def layer_table(self, name: str) -> str:
+        """The layer's own table `name` (emitted once)."""
+        if name not in self._tables:
+            g = self.g
+            if name == "bias":
+                bias = self.layer.bias if self.layer.bias is not None else np.zeros(g.n_out, np.int64)
+                self._tables[name] = self.ctx.table("int32_t", _padded(bias, g.n_out), "bias")
+            elif name == "init":
+                assert self.st.init is not None
+                self._tables[name] = self.ctx.table("int32_t", _padded(self.st.init, g.n_out), "init")
+            else:
+                self._tables[name] = self.ctx.table("int8_t", self._weights(), "wdw")
+        return self._tables[name]
+
+    def _weights(self) -> np.ndarray:
+        """The weights in reading order: per group (chan: one; else per input channel), per block, tap after tap
+        (ky, kx) the block's outputs padded to whole vectors; for taps, row after row (ky) each output's kw
+        taps (then 8 bytes of padding: a row's 8-lane loads may read past the last row)."""
+        g, w = self.g, self.layer.w  # [ky, kx, oc]
+        out: list[np.ndarray] = []
+        for gi in range(1 if self.lanes == "chan" else g.c):
+            base = gi * self.group
+            for bk in self.blocks:
+                sl = w[:, :, base + bk.first:base + bk.first + bk.n]
+                if self.lanes == "taps":
+                    out.append(sl.transpose(0, 2, 1).reshape(-1))  # [ky][j][kx]
+                else:
+                    pad = np.zeros((g.kh, g.kw, 4 * bk.nvec), np.int64)
+                    pad[:, :, :bk.n] = sl
+                    out.append(pad.reshape(-1))
+        if self.lanes == "taps":
+            out.append(np.zeros(8, np.int64))
+        return np.concatenate(out)
+
+    def code(self) -> KernelCode:
+        ctx, g, st = self.ctx, self.g, self.st
+        ctx.isa.use_mve()
+        right = mve_right_only(st)
+        self.rq = (mve_requant_right_helper if right else mve_requant_helper)(ctx, st.rounding)
+        layer_ops = mve_operands(ctx, st.multiplier, st.shift, right_only=right, hint="rq")
+        rq_names = tuple(f"rq{i}" for i in range(len(layer_ops.terms)))
+        self.ops = MveOperands(right, rq_names, layer_ops.per_output) if self.share else layer_ops
+        bound = accumulator_bound(ctx, self.layer.p)  # (a CompileError if the accumulator could overflow)
+        if self.share:
+            self.zp, lo, hi = "output_zp", "act_min", "act_max"
+            head = []
+        else:
+            self.zp, lo, hi = str(st.output_zp) if st.output_zp else "", str(st.act_min), str(st.act_max)
+            head = [bound, f"const int32_t input_offset = {-st.input_zp};  /* -input zero point */"]
+        head += ["(void)input_offset;", f"const int32x4_t act_lo = vdupq_n_s32({lo});",
+                 f"const int32x4_t act_hi = vdupq_n_s32({hi});"]
+        if self.lanes == "taps" and not self.contiguous:
+            head += [f"const uint16x8_t tap_offsets = vmulq_n_u16(vidupq_n_u16(0, 1), {g.dw * g.c});",
+                     "(void)tap_offsets;"]
+        elif self.lanes != "taps" and any(bk.n % 4 for bk in self.blocks):
+            head.append(f"const mve_pred16_t tail_pred = {ctx.isa.pred32(range(self.group % 4))};")
+        rows = self._rows()
+        if self.st.init is not None and self.lanes != "taps":
+            head.append("/* windows inside the input: the accumulator starts from bias - zp * sum w (x read as "
+                        "it is) */")
+        x, y = ("x", "y") if self.share else (ctx.inputs[0], ctx.outputs[0])
+        batch = [f"const int8_t* const xb = {x} + b * {g.h * g.w * g.c};", "(void)xb;",
+                 f"int8_t* const yb = {y} + b * {g.oh * g.ow * g.n_out};", rows]
+        core = lines(head, for_loop("b", 0, g.n, batch), "return 0;")
+        attrs = ctx.helper("mve_in_order")
+        if not self.share:
+            return KernelCode(body=core, attributes=attrs)
+        # the shared function: every table of the layer, its operands and numbers are parameters
+        tables = ["w", "bias"] + (["init"] if self.st.init is not None and self.lanes != "taps" else [])
+        ptype = "const int32_t* " if layer_ops.per_output else "int32_t "
+        params = ["const int8_t* x", "int8_t* y", *(f"const {'int8_t' if t == 'w' else 'int32_t'}* {self.table(t)}"
+                                                   for t in tables),
+                  *(f"{ptype}{n}" for n in rq_names), "int32_t input_offset", "int32_t output_zp", "int32_t act_min",
+                  "int32_t act_max"]
+        unused = [f"(void){self.table(t)};" for t in tables] + ["(void)output_zp;"]
+        name = self._shared_name(attrs, tables, layer_ops.per_output)
+        if name not in ctx.file.names:
+            ctx.file.names.add(name)
+            ctx.file.decls.append(f"{attrs} " + block(f"static int32_t {name}({', '.join(params)})", [*unused, core]))
+        self.share = False  # the call site passes the layer's own tables
+        args = [ctx.inputs[0], ctx.outputs[0], *(self.layer_table(t) for t in tables), *layer_ops.terms,
+                str(-st.input_zp), str(st.output_zp), str(st.act_min), str(st.act_max)]
+        return KernelCode(body=lines(bound, f"return {name}({', '.join(args)});"))
+
+    def _shared_name(self, attrs: str, tables: list[str], per_output: bool) -> str:
+        """The file-scope name of the shared function: a digest of everything its text is made of (vocabulary,
+        geometry, schedule, requantization form, which tables it takes), never of the layer's numbers."""
+        key = {"isa": self.ctx.isa.name, "attrs": attrs, "geometry": asdict(self.g),
+               "schedule": {k: self.s[k] for k in sorted(self.s) if k != "share"}, "rounding": self.st.rounding,
+               "right": mve_right_only(self.st), "per_output": per_output, "tables": tables}
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+        return f"{self.ctx.file.prefix}_dw_{digest}"
+
+    # the loops over pixels ---------------------------------------------------------------------------------------
+    def _rows(self) -> str:
+        """The output rows: rows whose windows lie inside the input in y take the constant row range (written
+        out with ky_unroll), the others their run-time range ky_lo .. ky_hi."""
+        g = self.g
+        row = [origin_stmt("iy0", "oy", self.ay), f"int8_t* const yr = yb + oy * {g.ow * g.n_out};"]
+        full = "unrolled" if self.ky_unroll else "loop"
+        if not self.ay.clips:
+            return for_loop("oy", 0, g.oh, [*row, self._row(full)])
+        clipped = lines(tap_range("ky_lo", "ky_hi", "iy0", self.ay), "(void)ky_lo;", "(void)ky_hi;",
+                        self._row("clipped"))
+        if self.ky_unroll and self.oy_b > self.oy_a:
+            return for_loop("oy", 0, g.oh, [*row, block(f"if (oy >= {self.oy_a} && oy < {self.oy_b})",
+                                                        self._row(full)) + " else " + block("", clipped)])
+        return for_loop("oy", 0, g.oh, [*row, clipped])
+
+    def _row(self, rows: str) -> str:
+        """One output row, segment by segment (`rows`: "unrolled" / "loop": the kh rows of every window;
+        "clipped": rows ky_lo .. ky_hi)."""
+        out = []
+        for seg in self.segs:
+            if seg.klo is None:
+                out.append(block(f"for (int32_t ox = {seg.start}; ox < {seg.end}; ++ox)", self._pixels(1, seg, rows)))
+                continue
+            n = seg.end - seg.start
+            px = min(self.px, n)
+            full, tail = n // px * px, n % px
+            if full == px:
+                out.append(block("", [f"const int32_t ox = {seg.start};", self._pixels(px, seg, rows)]))
+            else:
+                out.append(block(f"for (int32_t ox = {seg.start}; ox < {seg.start + full}; ox += {px})",
+                                 self._pixels(px, seg, rows)))
+            if tail:
+                out.append(block("", [f"const int32_t ox = {seg.start + full};", self._pixels(tail, seg, rows)]))
+        return lines(out)
+
+    def _pixels(self, npx: int, seg: Segment, rows: str) -> str:
+        """C for `npx` pixels ox .. of output row oy of segment `seg`, every output channel."""
+        g = self.g
+        out = [f"int8_t* const yo = yr + ox * {g.n_out};"]
+        row0 = "iy0" if rows != "clipped" else f"(iy0 + ky_lo{f' * {g.dh}' if g.dh > 1 else ''})"
+        if seg.klo is None:
+            out += [origin_stmt("ix0", "ox", self.ax), tap_range("kx_lo", "kx_hi", "ix0", self.ax),
+                    "const int32_t nkx = kx_hi - kx_lo;"]
+            col0 = f"ix0 + kx_lo{f' * {g.dw}' if g.dw > 1 else ''}"
+            if self.lanes == "taps":  # the in-bounds taps of each 8-lane chunk of a row (none for nkx <= 8k)
+                out += [f"const mve_pred16_t clip_pred{k} = vctp16q((uint32_t)(nkx > {8 * k} ? nkx - {8 * k} : 0));"
+                        for k in range(self.chunks)]
+        else:
+            col0 = f"ox{f' * {g.sw}' if g.sw > 1 else ''}{offset_term(seg.klo * g.dw - g.pl)}"
+        # the first in-bounds tap of pixel 0 (row ky_lo or 0, tap klo), as an offset: a window wholly in the
+        # padding forms no pointer
+        out += [f"const int32_t xoff = ({row0} * {g.w} + {col0}) * {g.c};", "(void)xoff;"]
+        wt = self.table("w")
+        emit = self._taps_block if self.lanes == "taps" else self._vec_block
+        full = [bk for bk in self.blocks if bk.n == self.ocb]
+        rest = self.blocks[len(full):]
+        if self.lanes == "chan":
+            group = [f"const int8_t* wq = {wt};"]
+        else:
+            group = [f"const int32_t oc0 = ic * {g.m};" if g.m > 1 else "const int32_t oc0 = ic;",
+                     f"const int8_t* wq = {wt} + ic * {self.group_w};"]
+        if full:
+            start = "0" if self.lanes == "chan" else "oc0"
+            group.append(block(f"for (int32_t oc = {start}; oc < {start} + {len(full) * self.ocb}; oc += {self.ocb})",
+                               emit(npx, full[0], seg, rows)))
+        for bk in rest:
+            oc = str(bk.first) if self.lanes == "chan" else f"oc0{offset_term(bk.first)}"
+            group.append(block("", [f"const int32_t oc = {oc};", emit(npx, bk, seg, rows)]))
+        group.append("(void)wq;")
+        out.append(block("", group) if self.lanes == "chan" else for_loop("ic", 0, g.c, group))
+        return lines(out)
+
+    def _window_rows(self, rows: str, body_of: Callable[[str, str], list[str]], empty: bool) -> str:
+        """The window rows of a block: `body_of(x, ky)` (x: the row's input offset from xoff, ky: the C expression
+        of the window row) written out, looped over 0 .. kh, or looped over ky_lo .. ky_hi ("clipped")."""
+        g = self.g
+        if empty:
+            return ""
+        if rows == "unrolled":
+            return lines(block("", body_of(str(ky * self.pitch), str(ky))) for ky in range(g.kh))
+        if rows == "loop":
+            return for_loop("ky", 0, g.kh, body_of(f"ky * {self.pitch}", "ky"))
+        return block("for (int32_t ky = ky_lo; ky < ky_hi; ++ky)", body_of(f"(ky - ky_lo) * {self.pitch}", "ky"))
+
+    def _vec_block(self, npx: int, bk: Block, seg: Segment, rows: str) -> str:
+        """C for "chan" / "mult" lanes: `npx` pixels x the outputs oc .. of block `bk` (the weight pointer wq at
+        the block's weights, left after them)."""
+        g = self.g
+        chan = self.lanes == "chan"
+        lane0 = "oc" if chan else "ic"
+        nvec = bk.nvec
+        pred = "tail_pred" if bk.n % 4 else None
+        vpred = [pred if v == nvec - 1 else None for v in range(nvec)]
+        accs = [[f"a{v}_{p}" for p in range(npx)] for v in range(nvec)]
+        inside = rows != "clipped" and seg.klo == 0 and seg.khi == g.kw
+        fold = inside and self.st.init is not None
+        init = self.table("init") if fold else self.table("bias")
+        out = []
+        for v in range(nvec):
+            first = f"oc{offset_term(4 * v)}"
+            load = (f"vldrwq_z_s32(&{init}[{first}], {vpred[v]})" if vpred[v]
+                    else f"vldrwq_s32(&{init}[{first}])")
+            out.append(f"int32x4_t {accs[v][0]} = {load};")
+            out += [f"int32x4_t {a} = {accs[v][0]};" for a in accs[v][1:]]
+        step = 4 * nvec  # weight bytes per tap
+
+        def xvec(ptr: str, v: int) -> str:
+            e = f"vldrbq_z_s32({ptr}, {vpred[v]})" if vpred[v] else f"vldrbq_s32({ptr})"
+            return e if fold else f"vaddq_n_s32({e}, input_offset)"
+
+        def xscalar(ptr: str) -> str:
+            return f"(int32_t)*({ptr})" if fold else f"((int32_t)*({ptr}) + input_offset)"
+
+        def wvec(ptr: str, name: str) -> list[str]:
+            return [f"const int32x4_t {name}_{v} = vldrbq_s32({ptr}{f' + {4 * v}' if v else ''});"
+                    for v in range(nvec)]
+
+        def mac(p: int, v: int, x: str, w: str) -> str:
+            a = accs[v][p]
+            return f"{a} = vaddq_s32({a}, vmulq_s32({x}, {w}));" if chan else f"{a} = vmlaq_n_s32({a}, {w}, {x});"
+
+        if seg.klo is None:  # one pixel, its taps kx_lo .. kx_hi found at run time
+            def generic(xrow: str, ky: str) -> list[str]:
+                tap = [f"const int8_t* const xp = xr + kx * {g.dw * g.c};" if g.dw * g.c != 1
+                       else "const int8_t* const xp = xr + kx;", *wvec(f"wr + kx * {step}", "w")]
+                if chan:
+                    tap += [mac(0, v, xvec(f"xp + {4 * v}" if v else "xp", v), f"w_{v}") for v in range(nvec)]
+                else:
+                    tap += [f"const int32_t xs = {xscalar('xp')};"] + [mac(0, v, "xs", f"w_{v}") for v in range(nvec)]
+                return [f"const int8_t* const xr = xb + xoff + {xrow} + {lane0};",
+                        f"const int8_t* const wr = wq + ({ky} * {g.kw} + kx_lo) * {step};",
+                        block("for (int32_t kx = 0; kx < nkx; ++kx)", tap)]
+            out.append(block("if (nkx > 0)", self._window_rows(rows, generic, False)))
+        else:
+            assert seg.khi is not None
+            klo, khi = seg.klo, seg.khi
+
+            def row(xrow: str, ky: str) -> list[str]:
+                # the input columns of the row, each loaded once through a pointer walking along the row (post-
+                # incremented loads: a constant offset past 127 bytes would cost an add per load)
+                body = [f"const int8_t* xr = xb + xoff + {lane0}{'' if xrow == '0' else f' + {xrow}'};",
+                        f"const int8_t* const wr = wq + {ky} * {g.kw * step}{offset_term(klo * step)};"]
+                cols: dict[int, list[tuple[int, int]]] = {}
+                for p in range(npx):
+                    for kx in range(klo, khi):
+                        cols.setdefault((kx - klo) * g.dw + p * g.sw, []).append((p, kx))
+                loaded: set[int] = set()
+                order = sorted(cols)
+                for i, col in enumerate(order):
+                    for _p, kx in cols[col]:
+                        if kx not in loaded:  # each weight vector loaded once, at its first use
+                            body += wvec(f"wr + {(kx - klo) * step}" if kx > klo else "wr", f"w{kx}")
+                            loaded.add(kx)
+                    delta = (order[i + 1] - col) * g.c if i + 1 < len(order) else 0
+                    if chan and nvec == 1 and not vpred[0] and 0 < delta <= 127:  # the load walks the pointer
+                        pi = mve_local(self.ctx, "TVM_VLDRB_S32_PI")
+                        body += [f"int32x4_t x{col}_0;", f"{pi}(x{col}_0, xr, {delta});"]
+                        if not fold:
+                            body.append(f"x{col}_0 = vaddq_n_s32(x{col}_0, input_offset);")
+                        delta = 0
+                    elif chan:
+                        body += [f"const int32x4_t x{col}_{v} = {xvec(f'xr + {4 * v}' if v else 'xr', v)};"
+                                 for v in range(nvec)]
+                    if chan:
+                        body += [mac(p, v, f"x{col}_{v}", f"w{kx}_{v}") for p, kx in cols[col] for v in range(nvec)]
+                    else:
+                        body.append(f"const int32_t x{col} = {xscalar('xr')};")
+                        body += [mac(p, v, f"x{col}", f"w{kx}_{v}") for p, kx in cols[col] for v in range(nvec)]
+                    if delta:
+                        body.append(f"xr += {delta};")
+                return [block("", body)]
+            out.append(self._window_rows(rows, row, khi <= klo))
+        out.append(f"wq += {self.taps * step};")
+        for v in range(nvec):
+            first = f"oc{offset_term(4 * v)}"
+            decl, ops = self._operands(first, vpred[v], f"q{v}")
+            out += decl
+            for p in range(npx):
+                dst = f"yo + {p * g.n_out} + {first}" if p else f"yo + {first}"
+                out += self._store(accs[v][p], ops, dst, vpred[v])
+        return lines(out)
+
+    def _operands(self, first: str, pred: str | None, name: str) -> tuple[list[str], str]:
+        """(C declaring the requantization operands of outputs first .., the argument list naming them)."""
+        if pred and self.ops.per_output:
+            exprs = [f"vldrwq_z_s32(&{t}[{first}], {pred})" for t in self.ops.terms]
+        else:
+            exprs = list(self.ops.vectors(first))
+        decl = [f"const int32x4_t {name}_{i} = {e};" for i, e in enumerate(exprs)]
+        return decl, ", ".join(f"{name}_{i}" for i in range(len(exprs)))
+
+    def _store(self, acc: str, ops: str, dst: str, pred: str | None) -> list[str]:
+        """Requantize int32x4_t `acc` with operands `ops`, add the zero point, clamp, store 4 bytes at dst (pred:
+        only its lanes)."""
+        out = [f"{acc} = {self.rq}({acc}, {ops});"]
+        if self.zp:
+            out.append(f"{acc} = vaddq_n_s32({acc}, {self.zp});")
+        out.append(f"{acc} = vminq_s32(vmaxq_s32({acc}, act_lo), act_hi);")
+        out.append(f"vstrbq_p_s32({dst}, {acc}, {pred});" if pred else f"vstrbq_s32({dst}, {acc});")
+        return out
+
+    def _taps_block(self, npx: int, bk: Block, seg: Segment, rows: str) -> str:
+        """C for "taps" lanes: `npx` pixels x outputs oc .. oc + n - 1 of input channel ic in scalar accumulators
+        (the weight pointer wq at the block's weights, left after them)."""
+        g = self.g
+        nout = bk.n
+        accs = [[f"a{p}_{j}" for j in range(nout)] for p in range(npx)]
+        bias = self.table("bias")
+        out = [f"int32_t {accs[p][j]} = {bias}[oc{offset_term(j)}];" for p in range(npx) for j in range(nout)]
+        row_w = nout * g.kw  # weight bytes per window row of the block
+        if seg.klo is None:
+            n = None
+            preds: list[str | None] = [f"clip_pred{k}" for k in range(self.chunks)]
+            chunks = list(range(self.chunks))
+            klo = "kx_lo"
+        else:
+            assert seg.khi is not None
+            n = seg.khi - seg.klo
+            chunks = [k for k in range(self.chunks) if n > 8 * k]
+            preds = [self.ctx.isa.pred8(2 * (n - 8 * k)) if n - 8 * k < 8 else None for k in range(self.chunks)]
+            klo = str(seg.klo)
+
+        def xload(ptr: str, pred: str | None) -> tuple[str, str]:
+            """(x - zp in int16 lanes, the predicated load it adds to or ""): with `pred` the absent lanes are 0, so
+            whatever weight meets them adds nothing."""
+            if self.contiguous:
+                e = f"vldrbq_z_s16({ptr}, {pred})" if pred else f"vldrbq_s16({ptr})"
+            else:
+                e = (f"vldrbq_gather_offset_z_s16({ptr}, tap_offsets, {pred})" if pred
+                     else f"vldrbq_gather_offset_s16({ptr}, tap_offsets)")
+            if pred:
+                return f"vaddq_m_n_s16(xz, xz, (int16_t)input_offset, {pred})", e
+            return f"vaddq_n_s16({e}, (int16_t)input_offset)", ""
+
+        def row(xrow: str, ky: str) -> list[str]:
+            """One window row: x of pixel p, chunk k at xr + p * sw * c + 8k taps; the weights of output j at
+            wr + j * kw + 8k (read whole: the lanes past the row meet zeros in x; the table is padded)."""
+            t = [f"const int8_t* const xr = xb + xoff + ic{'' if xrow == '0' else f' + {xrow}'};",
+                 f"const int8_t* const wr = wq + {ky} * {row_w} + {klo};"]
+            for k in chunks:
+                chunk = [f"int16x8_t x{p};" for p in range(npx)]
+                for p in range(npx):
+                    off = p * g.sw * g.c + 8 * k * g.dw * g.c
+                    expr, zload = xload(f"xr + {off}" if off else "xr", preds[k])
+                    if zload:
+                        chunk.append(block("", [f"const int16x8_t xz = {zload};", f"x{p} = {expr};"]))
+                    else:
+                        chunk.append(f"x{p} = {expr};")
+                for j in range(nout):
+                    woff = j * g.kw + 8 * k
+                    chunk.append(f"const int16x8_t w{j} = vldrbq_s16(wr{f' + {woff}' if woff else ''});")
+                    chunk += [f"{accs[p][j]} = vmladavaq_s16({accs[p][j]}, x{p}, w{j});" for p in range(npx)]
+                guard = f"if (nkx > {8 * k})" if seg.klo is None and k else ""
+                t.append(block(guard, chunk))
+            return t
+
+        window = self._window_rows(rows, row, n is not None and n <= 0)
+        out.append(block("if (nkx > 0)", window) if seg.klo is None else window)
+        out.append(f"wq += {g.kh * row_w};")
+        for p in range(npx):
+            for q in range(0, nout, 4):
+                cnt = min(4, nout - q)
+                vec = f"v{p}_{q}"
+                four = [accs[p][q + i] if i < cnt else "0" for i in range(4)]
+                out.append(f"int32x4_t {vec} = {self.ctx.isa.lanes4(*four)};")
+                first = f"oc{offset_term(q)}"
+                pred = None
+                if cnt < 4:
+                    out.append(f"const mve_pred16_t pq{p}_{q} = {self.ctx.isa.pred32(range(cnt))};")
+                    pred = f"pq{p}_{q}"
+                decl, ops = self._operands(first, pred, f"q{p}_{q}")
+                out += decl
+                dst = f"yo + {p * g.n_out}{offset_term(q)} + oc" if p or q else "yo + oc"
+                out += self._store(vec, ops, dst, pred)
+        return lines(out)

@@ -14,13 +14,20 @@ One class per ISA level, each extending the one below:
 | `Thumb2`     | Cortex-M3 (Armv7-M)       | SSAT/USAT; SMULL with shifted-operand ADC (asm requantization) |
 | `ArmV7EMDsp` | M4, M7, M33 (DSP)         | SXTB16/SXTAB16 widening, SMLAD dual MAC, PKHBT/PKHTB, SMMULR,  |
 |              |                           | SSUB8/SEL byte SIMD, LDRD of word pairs                         |
-| `ArmV81MMve` | M55 (Helium)              | the slot for MVE's 128-bit vectors; today the DSP vocabulary    |
+| `ArmV81MMve` | M55 (Helium)              | MVE's 128-bit vectors: <arm_mve.h> checked for MVE (`use_mve`), |
+|              |                           | four scalars into a vector (`lanes4`), predicates (`pred8`,     |
+|              |                           | `pred32`), constant-length vector copies and fills              |
+|              |                           | (`copy_bytes`, `fill_bytes`); every DSP operation too           |
 
 The ISA's helpers (inline-asm wrappers of instructions GCC does not form by itself) are defined here, once.
+Two GCC 12 / QEMU 7.2 traps shape the MVE spellings (docs/kernels.md §11.1): a constant predicate of 32-bit
+lanes is folded to all-true by GCC (predicates go through `tvm_mve_pred`), and the two-lane VMOV fills its
+lanes in opposite orders in GAS and QEMU (`lanes4` uses single-lane moves).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from utvm.errors import CompileError
@@ -69,6 +76,13 @@ typedef union {
   uint32_t w;
   int16_t h[2];
 } tvm_pair_t;""", "tvm_sxtb16_ror8"),
+    # Helium (MVE) intrinsics: only for targets that have MVE's integer instructions. The check comes first,
+    # so a compiler not told the CPU stops with this message rather than <arm_mve.h>'s own.
+    "mve": ("""\
+#if !defined(__ARM_FEATURE_MVE) || ((__ARM_FEATURE_MVE & 1) == 0)
+#error "generated for a Cortex-M with Helium (MVE integer): compile with -mcpu=cortex-m55 -mfloat-abi=hard"
+#endif
+#include <arm_mve.h>""", ""),
 }
 
 LOCAL_HELPERS: dict[str, str] = {
@@ -99,6 +113,37 @@ static inline uint32_t tvm_pkhtb16(uint32_t a, uint32_t b) {
 #define TVM_LDRD(lo, hi, p, off) \\
   __asm__("ldrd %0, %1, [%2, #" #off "]" : "=r"(lo), "=r"(hi) \\
           : "r"(p), "m"(*(const char(*)[8])((const char*)(p) + (off))))""",
+    # Four int32 scalars into the lanes of one vector: VDUP then three single-lane VMOVs (MVE's two-lane VMOV
+    # would take two, but QEMU 7.2 fills its lanes in the other order than the assembler's syntax names them,
+    # so its meaning is not one we can test).
+    "tvm_mve_lanes4": """\
+static inline int32x4_t tvm_mve_lanes4(int32_t a0, int32_t a1, int32_t a2, int32_t a3) {
+  return vsetq_lane_s32(a3, vsetq_lane_s32(a2, vsetq_lane_s32(a1, vdupq_n_s32(a0), 1), 2), 3);
+}""",
+    # An MVE predicate from a constant, through an empty asm so GCC cannot see the constant: GCC 12 folds a
+    # constant predicate of 32-bit (or 16-bit) lanes to all-true (0x000f becomes 0xffff, measured), byte-lane
+    # constants survive; a run-time value (VMSR P0 from the register) is always taken as it is.
+    "tvm_mve_pred": """\
+static inline mve_pred16_t tvm_mve_pred(uint32_t bits) {
+  __asm__("" : "+r"(bits));
+  return (mve_pred16_t)bits;
+}""",
+    # The 16x8 dot product of the int16 kernels (conv2d, dense; TFLite accumulates it in int64): 8 MACs per
+    # VMLALDAVA into a 64-bit accumulator (exact: no product or sum leaves int64), weights widened by the load
+    # (VLDRB.S16), the last n % 8 by zero-predicated loads (the predicate hidden from GCC: see tvm_mve_pred).
+    "tvm_mve_dot_s16s8": """\
+static inline int64_t tvm_mve_dot_s16s8(int64_t acc, const int16_t* x, const int8_t* w, int32_t n) {
+  int32_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    acc = vmlaldavaq_s16(acc, vldrhq_s16(x + i), vldrbq_s16(w + i));
+  }
+  if (i < n) {
+    uint32_t bits = (1u << (2u * (uint32_t)(n - i))) - 1u;
+    __asm__("" : "+r"(bits));
+    acc = vmlaldavaq_s16(acc, vldrhq_z_s16(x + i, (mve_pred16_t)bits), vldrbq_z_s16(w + i, (mve_pred16_t)bits));
+  }
+  return acc;
+}""",
     # A word of two int16 plane values; `a`: the address is known to be 4-byte aligned.
     "tvm_ld16x2": """\
 static inline uint32_t tvm_ld16x2(const int16_t* p) {
@@ -213,6 +258,38 @@ class PortableC:
     def asm_smlad(self, d: str, a: str, b: str, acc: str) -> str:
         raise self._absent("SMLAD")
 
+    # Helium (MVE) ----------------------------------------------------------------------------------------
+    def use_mve(self) -> None:
+        """Make the file ready for the MVE intrinsics (<arm_mve.h>, checked to be for an MVE CPU)."""
+        raise self._absent("Helium (MVE)")
+
+    def lanes4(self, a0: str, a1: str, a2: str, a3: str) -> str:
+        """An int32x4_t of four int32 scalars (lane 0 = a0)."""
+        raise self._absent("MVE lane moves")
+
+    def pred8(self, n: int) -> str:
+        """The predicate of the first n of 16 byte lanes (a C expression of type mve_pred16_t; never a bare
+        constant: GCC 12 miscompiles constant predicates of wider lanes, see `tvm_mve_pred`)."""
+        raise self._absent("MVE predicates")
+
+    def pred32(self, lanes: Sequence[int]) -> str:
+        """The predicate of the 32-bit lanes listed (0..3), a C expression of type mve_pred16_t."""
+        raise self._absent("MVE predicates")
+
+    def copy_bytes(self, dst: str, src: str, n: int) -> str:
+        """C copying n (a compile-time count) int8 values from `src` to `dst` (int8_t pointers, any alignment):
+        16 at a time through vector registers, a shorter rest predicated (or a memcpy of 1, 2, 4 or 8)."""
+        raise self._absent("MVE vector copies")
+
+    def fill_bytes(self, dst: str, vec: str, n: int) -> str:
+        """C storing n (compile-time) copies of a byte to `dst` from `vec`, an int8x16_t holding it in every lane."""
+        raise self._absent("MVE vector stores")
+
+    def dot_s16s8(self, acc: str, x: str, w: str, n: str | int) -> str:
+        """C expression: int64 `acc` + the dot product of n int16 values at `x` and int8 values at `w` (8 MACs
+        per VMLALDAVA, exact in int64)."""
+        raise self._absent("VMLALDAVA")
+
     def local(self, name: str) -> str:
         """A local helper of this ISA (`LOCAL_HELPERS`), emitted into the file once; returns its name."""
         return local(self.ctx, name)
@@ -293,11 +370,58 @@ class ArmV7EMDsp(Thumb2):
 
 
 class ArmV81MMve(ArmV7EMDsp):
-    """Armv8.1-M Mainline with Helium (Cortex-M55, M85). The slot for MVE kernels: until a kernel asks for a
-    vector operation here, the M55 runs the DSP vocabulary (it has the DSP extension too)."""
+    """Armv8.1-M Mainline with Helium (Cortex-M55, M85): MVE's vectors beside the DSP vocabulary (the M55 has
+    the DSP extension too). Kernels write the vector code with <arm_mve.h>'s intrinsics (or asm) after
+    `use_mve()`; what several families share is here."""
 
     name = "Armv8.1-M MVE"
     mve = True
+
+    def use_mve(self) -> None:
+        """Make the file ready for the MVE intrinsics (<arm_mve.h>, checked to be for an MVE CPU)."""
+        self.ctx.file.require("mve")
+
+    def lanes4(self, a0: str, a1: str, a2: str, a3: str) -> str:
+        self.use_mve()
+        return f"{local(self.ctx, 'tvm_mve_lanes4')}({a0}, {a1}, {a2}, {a3})"
+
+    def _pred(self, bits: int) -> str:
+        self.use_mve()
+        return f"{local(self.ctx, 'tvm_mve_pred')}(0x{bits:04x}u)"
+
+    def pred8(self, n: int) -> str:
+        if not 0 <= n <= 16:
+            raise ValueError(f"{n} byte lanes of 16")
+        return self._pred((1 << n) - 1)
+
+    def pred32(self, lanes: Sequence[int]) -> str:
+        bits = 0
+        for lane in lanes:
+            if not 0 <= lane <= 3:
+                raise ValueError(f"32-bit lane {lane} of 4")
+            bits |= 0xF << (4 * lane)
+        return self._pred(bits)
+
+    def copy_bytes(self, dst: str, src: str, n: int) -> str:
+        out = [f"vstrbq_s8({dst} + {16 * i}, vldrbq_s8({src} + {16 * i}));" for i in range(n // 16)]
+        rest, at = n % 16, n // 16 * 16
+        if rest in (1, 2, 4, 8):
+            self.ctx.helper("string")
+            out.append(f"memcpy({dst} + {at}, {src} + {at}, {rest});")
+        elif rest:
+            p = self.pred8(rest)
+            out.append(f"vstrbq_p_s8({dst} + {at}, vldrbq_z_s8({src} + {at}, {p}), {p});")
+        return "\n".join(out)
+
+    def dot_s16s8(self, acc: str, x: str, w: str, n: str | int) -> str:
+        self.use_mve()
+        return f"{local(self.ctx, 'tvm_mve_dot_s16s8')}({acc}, {x}, {w}, {n})"
+
+    def fill_bytes(self, dst: str, vec: str, n: int) -> str:
+        out = [f"vstrbq_s8({dst} + {16 * i}, {vec});" for i in range(n // 16)]
+        if n % 16:
+            out.append(f"vstrbq_p_s8({dst} + {n // 16 * 16}, {vec}, {self.pred8(n % 16)});")
+        return "\n".join(out)
 
 
 def vocabulary_class(target: Target) -> type[PortableC]:

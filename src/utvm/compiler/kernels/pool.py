@@ -30,6 +30,10 @@ int32 locals, one load per tap and channel. global_avg_pool2d (int8): the same s
 then mean's requantization (sum - zp * count, requantized once; `requant`: requant.Requant's "c" or "fast";
 the pools offer no "dbl", and max/avg pools have no requantization: only "c").
 
+On Helium vocabularies (`ctx.isa.mve`) the space has a third branch, `algo = mve` (`mve_cv` channel vectors per
+step, `tap_unroll`): vector max over 16 int8 channels, exact int32 sums of 4 and TFLite's rounding division
+as a multiply-high, the global average's vector requantization (the "Helium (MVE)" section below).
+
 Knob names before issue 20 (`LEGACY`; old tuning logs still apply): pool_cb -> c_block; `tap_unroll` is new
 (its default is the code before it: written out for rows of up to UNROLL_TAPS taps).
 """
@@ -43,7 +47,14 @@ from utvm.compiler.kernels import KernelCode, KernelContext, c_literal, offset_t
 from utvm.compiler.kernels._window import Axis, origin_stmt, pos, tap_range
 from utvm.compiler.kernels.cemit import block, for_loop, lines
 from utvm.compiler.kernels.reduction import mean_kernel
-from utvm.compiler.kernels.requant import Requant, form_reason
+from utvm.compiler.kernels.requant import (
+    Requant,
+    form_reason,
+    mve_operands,
+    mve_reason,
+    mve_requant_helper,
+    mve_requant_right_helper,
+)
 from utvm.compiler.schedule import EMPTY_SPACE, Knob, Schedule, Space, requant_knob
 from utvm.ops.pool import Pool2DParams
 from utvm.ops.reduction import MeanParams
@@ -138,8 +149,22 @@ def pool_space(ctx: KernelContext) -> Space:
                    "requant": "fast" if _requant_reason(ctx, p, "fast") is None else "c",
                    "tap_unroll": win.tap_unroll_default}
 
+    mve = ctx.isa.mve
+    mve_why = mve_pool_reason(ctx, p, win) if mve else "no MVE"
+    if mve and mve_why is None:
+        lanes = 16 if win.is_max else 4
+        default = {"algo": "mve", "mve_cv": 2 if win.c >= 2 * lanes else 1, "tap_unroll": win.tap_unroll_default}
+
     def legal(pt: Schedule) -> str | None:
         if pt["algo"] == "direct":
+            return None
+        if pt["algo"] == "mve":
+            if mve_why:
+                return f"the MVE kernel: {mve_why}"
+            if pt["mve_cv"] > 1 and win.c <= (16 if win.is_max else 4):
+                return f"mve_cv {pt['mve_cv']}: the {win.c} channels fill one vector"
+            if pt["tap_unroll"] and win.ax.clips:
+                return "tap_unroll: windows clipped in x have no constant taps"
             return None
         if not lanes_ok:
             return f"a window row of {row_taps} taps exceeds the {LANE_TAPS} an int16 lane sums exactly"
@@ -150,13 +175,17 @@ def pool_space(ctx: KernelContext) -> Space:
         reason = _requant_reason(ctx, p, pt["requant"])
         return f"requant {pt['requant']}: {reason}" if reason else None
 
-    return Space.conditional(ALGO, {"direct": (), "cblock": (C_BLOCK, requant_knob(), TAP_UNROLL)},
-                             default=default, legal=legal, legacy=LEGACY,
+    branches: dict[str, tuple[Knob, ...]] = {"direct": (), "cblock": (C_BLOCK, requant_knob(), TAP_UNROLL)}
+    if mve:  # Helium vectors: a branch only where the vocabulary has them (other targets' spaces unchanged)
+        branches["mve"] = (MVE_CV, TAP_UNROLL)
+    return Space.conditional(MVE_ALGO if mve else ALGO, branches, default=default, legal=legal, legacy=LEGACY,
                              added={"tap_unroll": win.tap_unroll_default})
 
 
 @register("global_avg_pool2d", space=pool_space)
 def global_avg_pool2d(ctx: KernelContext) -> KernelCode:
+    if ctx.schedule.get("algo") == "mve":
+        return _mve(ctx, ctx.params(), ctx.schedule)
     if ctx.schedule.get("algo") == "cblock":
         return _cblock(ctx, ctx.params(), ctx.schedule)
     return mean_kernel(ctx, ctx.params())
@@ -164,6 +193,8 @@ def global_avg_pool2d(ctx: KernelContext) -> KernelCode:
 
 @register("max_pool2d", "avg_pool2d", space=pool_space)
 def pool2d(ctx: KernelContext) -> KernelCode:
+    if ctx.schedule.get("algo") == "mve":
+        return _mve(ctx, ctx.params(), ctx.schedule)
     if ctx.schedule.get("algo") == "cblock":
         return _cblock(ctx, ctx.params(), ctx.schedule)
     p: Pool2DParams = ctx.params()
@@ -395,3 +426,214 @@ def _cblock(ctx: KernelContext, p: Pool2DParams | MeanParams, s: Schedule) -> Ke
     body = for_loop("b", 0, n, [f"const int8_t* const xb = {x} + b * {h * w * c};",
                                 for_loop("oy", 0, oh, [origin_stmt("iy0", "oy", ay), for_loop("ox", 0, ow, out_px)])])
     return KernelCode(body=lines(head, body, "return 0;"))
+
+
+# --- Helium (MVE) -------------------------------------------------------------------------------------------------
+# `algo = mve` (vocabularies with `mve`): per pixel, `mve_cv` vectors of channels carried through the window's
+# in-bounds taps (the NHWC input holds a pixel's channels side by side), the last vector tail-predicated (VCTP:
+# loads read no byte past the tensor, stores write only real channels).
+#
+# - max: 16 int8 channels per vector; VMAX.S8 per tap from -128 (padding never wins), then the activation clamp
+#   (VMAX/VMIN against the bounds) and one store.
+# - average: 4 channels per vector, widened by VLDRB.S32 and summed exactly in int32 (|s| <= 128 * taps). TFLite
+#   rounds half away from zero: q = sign(s) * floor((|s| + n/2) / n) with C's n/2 (its (s +- n/2) / n truncates
+#   towards zero). floor(t / n) is a multiply-high: t' = t * 2^8 and N = n * 2^8 (so every divisor is at least
+#   256), M = ceil(2^k / N) < 2^32 with the smallest k >= 32 for which T' * (M * N - 2^k) < 2^k, where T' bounds
+#   t'; then floor(t' * M / 2^k) = floor(t' / N) = floor(t / n) for every 0 <= t' <= T' (t' * M / 2^k =
+#   t' / N + t' * e / (N * 2^k) with e = M * N - 2^k, and the second term stays below 1 / N, which cannot carry
+#   past the next multiple of 1 / N). VMULH.U32 gives t' * M / 2^32, a shift the rest. Windows inside the input
+#   take the constants of the full count; clipped windows (and count_include_pad) look theirs up by the count.
+# - global average (mean over the plane): the int32 sums, minus zp * count, requantized by the vector MBQM
+#   (requant.mve_requant_helper), the output zero point added, saturated to int8.
+
+MVE_ALGO = Knob("algo", ("direct", "cblock", "mve"), "per channel, channels side by side, or Helium vectors")
+MVE_CV = Knob("mve_cv", (1, 2), "channel vectors carried through the taps at once")
+#: the division by a run-time count takes its constants from a table of this many entries at most
+MAX_COUNT_TABLE = 1024
+#: the largest window the average's multiply-high division serves (t * 2^8 stays below 2^32)
+MAX_AVG_TAPS = 1 << 16
+
+
+def divide_magic(n: int, tmax: int) -> tuple[int, int]:
+    """(M, k) with floor(t / n) == (t * 2^8 * M) >> k for every 0 <= t <= tmax (M < 2^32, k >= 32): see the
+    section comment. tmax * 2^8 must stay below 2^32."""
+    if n < 1 or (tmax << 8) >= 1 << 32:
+        raise ValueError(f"no multiply-high division by {n} for dividends up to {tmax}")
+    big_n, top = n << 8, tmax << 8
+    k = 32
+    while True:
+        m = -(-(1 << k) // big_n)
+        if m >= 1 << 32:
+            raise ValueError(f"no 32-bit multiplier divides by {n} exactly up to {tmax}")
+        if top * (m * big_n - (1 << k)) < 1 << k:
+            return m, k
+        k += 1
+
+
+def _mve_avg_counts(win: Window, p: Pool2DParams) -> set[int]:
+    """The divisors the windows of an average pool use (its count, at least 1)."""
+    counts = set()
+    for oy in range(win.oh):
+        for ox in range(win.ow):
+            ny = _taps_in(win.ay, oy, win.ay.lo, win.ay.hi)
+            nx = _taps_in(win.ax, ox, win.ax.lo, win.ax.hi)
+            if win.incl:
+                top, left, bottom, right = p.padding
+                ny = _taps_in(win.ay, oy, -top, win.h + bottom)
+                nx = _taps_in(win.ax, ox, -left, win.w + right)
+            counts.add(max(ny * nx, 1))
+    return counts
+
+
+def _taps_in(ax: Axis, o: int, lo: int, hi: int) -> int:
+    """Taps of output `o`'s window along `ax` inside [lo, hi)."""
+    s = o * ax.stride - ax.pad
+    return sum(1 for t in range(ax.k) if lo <= s + t * ax.dilation < hi)
+
+
+def mve_pool_reason(ctx: KernelContext, p: Pool2DParams | MeanParams, win: Window) -> str | None:
+    """None if the MVE kernel serves this pool, else why not."""
+    if isinstance(p, MeanParams):
+        return mve_reason(p.rounding, [p.multiplier], [p.shift], 255 * p.count, p.shift <= -1)
+    if not win.is_max and win.kh * win.kw > MAX_AVG_TAPS:
+        return f"a window of {win.kh * win.kw} taps exceeds the {MAX_AVG_TAPS} the average's division serves"
+    if not win.is_max and (win.incl or win.ay.clips or win.ax.clips) and win.kh * win.kw >= MAX_COUNT_TABLE:
+        return f"windows clipped to run-time counts of up to {win.kh * win.kw} taps (a table of {MAX_COUNT_TABLE})"
+    return None
+
+
+def _mve(ctx: KernelContext, p: Pool2DParams | MeanParams, s: Schedule) -> KernelCode:
+    v = ctx.isa
+    v.use_mve()
+    win = Window.of(p)
+    n, h, w, c = win.n, win.h, win.w, win.c
+    oh, ow, kh, kw, dh, dw, ay, ax = win.oh, win.ow, win.kh, win.kw, win.dh, win.dw, win.ay, win.ax
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    lanes = 16 if win.is_max else 4
+    cv = s["mve_cv"]
+    head: list[str] = []
+    pixel: list[str] = [origin_stmt("ix0", "ox", ax), tap_range("kx_lo", "kx_hi", "ix0", ax), "(void)kx_lo;",
+                        "(void)kx_hi;", f"int8_t* const yp = yb + (oy * {ow} + ox) * {c};"]
+    incl = isinstance(p, Pool2DParams) and win.incl
+    if incl:
+        assert isinstance(p, Pool2DParams)
+        pixel += [tap_range("px_lo", "px_hi", "ix0", ax, -p.padding[1], w + p.padding[3]), "(void)px_lo;",
+                  "(void)px_hi;"]
+    if win.is_max:
+        if win.act_min > -128:
+            head.append(f"const int8x16_t act_lo = vdupq_n_s8({win.act_min});")
+        if win.act_max < 127:
+            head.append(f"const int8x16_t act_hi = vdupq_n_s8({win.act_max});")
+    elif win.glob:
+        assert isinstance(p, MeanParams)
+        right_only = p.shift <= -1
+        fn = (mve_requant_right_helper if right_only else mve_requant_helper)(ctx, p.rounding)
+        ops = mve_operands(ctx, [p.multiplier], [p.shift], right_only=right_only, hint="rq")
+        head += [f"/* Sums of {p.count} int8 values: |s - zp * n| <= {255 * p.count} < 2^31. */",
+                 "const int32x4_t act_lo = vdupq_n_s32(-128);", "const int32x4_t act_hi = vdupq_n_s32(127);"]
+    else:
+        assert isinstance(p, Pool2DParams)
+        counts = _mve_avg_counts(win, p)
+        tmax = 128 * kh * kw + (abs(p.zero_point) * kh * kw if incl else 0) + kh * kw // 2
+        head += [f"/* Sums of at most {kh * kw} int8 taps{' (and the zero point of the padded ones)' if incl else ''}"
+                 f": |s| <= {tmax - kh * kw // 2}, no int32 overflow; division by the count as a multiply-high. */",
+                 f"const int32x4_t act_lo = vdupq_n_s32({win.act_min});",
+                 f"const int32x4_t act_hi = vdupq_n_s32({win.act_max});"]
+        if len(counts) == 1:
+            (cnt,) = counts
+            m, k = divide_magic(cnt, tmax)
+            pixel += [f"const int32_t n = {cnt};", f"const uint32_t magic = {m}u;"]
+            shift = f"vshrq_n_u32(q, {k - 32})" if k > 32 else "q"
+        else:
+            top_n = max(counts)
+            ms = [divide_magic(max(i, 1), tmax) for i in range(top_n + 1)]
+            tm = ctx.table("uint32_t", [m for m, _ in ms], "div_m")
+            tk = ctx.table("int32_t", [32 - k for _, k in ms], "div_k")
+            inside = "(ky_hi - ky_lo) * (kx_hi - kx_lo)"
+            if incl:
+                pixel += ["const int32_t n = (py_hi - py_lo) * (px_hi - px_lo);"]
+            else:
+                pixel += [f"const int32_t n = {inside} > 0 ? {inside} : 1;"]
+            pixel += [f"const uint32_t magic = {tm}[n];", f"const int32x4_t kshift = vdupq_n_s32({tk}[n]);"]
+            shift = "vshlq_u32(q, kshift)"
+        if incl:
+            pixel.append(f"const int32_t init = (n - (ky_hi - ky_lo) * (kx_hi - kx_lo)) * {p.zero_point};")
+
+    def vec_block(nv: int, pred: str | None) -> str:
+        """C for channels ch .. ch + nv * lanes - 1 (pred: the last vector's lanes)."""
+        preds = [pred if i == nv - 1 else None for i in range(nv)]
+        out: list[str] = []
+        for i in range(nv):
+            if win.is_max:
+                out.append(f"int8x16_t a{i} = vdupq_n_s8(-128);")
+            else:
+                out.append(f"int32x4_t a{i} = vdupq_n_s32({'init' if incl else '0'});")
+
+        def tap(xp: str) -> list[str]:
+            res = []
+            for i in range(nv):
+                ptr = f"{xp} + {lanes * i}" if i else xp
+                if win.is_max:
+                    ld = f"vldrbq_z_s8({ptr}, {preds[i]})" if preds[i] else f"vldrbq_s8({ptr})"
+                    res.append(f"a{i} = vmaxq_s8(a{i}, {ld});")
+                else:
+                    ld = f"vldrbq_z_s32({ptr}, {preds[i]})" if preds[i] else f"vldrbq_s32({ptr})"
+                    res.append(f"a{i} = vaddq_s32(a{i}, {ld});")
+            return res
+
+        if s["tap_unroll"]:
+            row = lines(block("", tap(f"xrow + {kx * dw * c}" if kx else "xrow")) for kx in range(kw))
+        else:
+            row = block("for (int32_t kx = kx_lo; kx < kx_hi; ++kx)", tap(f"xrow + kx * {dw * c}"))
+        out.append(block("for (int32_t ky = ky_lo; ky < ky_hi; ++ky)",
+                         [f"const int8_t* const xrow = xb + (({pos('iy0', 'ky', dh)}) * {w} + ix0) * {c} + ch;",
+                          row]))
+        for i in range(nv):
+            a, dst = f"a{i}", f"yp + ch + {lanes * i}" if i else "yp + ch"
+            if win.is_max:
+                if win.act_min > -128:
+                    out.append(f"{a} = vmaxq_s8({a}, act_lo);")
+                if win.act_max < 127:
+                    out.append(f"{a} = vminq_s8({a}, act_hi);")
+                out.append(f"vstrbq_p_s8({dst}, {a}, {preds[i]});" if preds[i] else f"vstrbq_s8({dst}, {a});")
+                continue
+            if win.glob:
+                assert isinstance(p, MeanParams)
+                out += [f"{a} = vaddq_n_s32({a}, {-p.input_zero_point * p.count});" if p.input_zero_point else "",
+                        f"{a} = {ops.call(fn, a, '0')};",
+                        f"{a} = vaddq_n_s32({a}, {p.output_zero_point});" if p.output_zero_point else ""]
+            else:
+                out.append(block("", [
+                    f"const int32x4_t sgn = vshrq_n_s32({a}, 31);",
+                    f"uint32x4_t q = vshlq_n_u32(vreinterpretq_u32_s32(vabsq_s32({a})), 8);",
+                    "q = vaddq_n_u32(q, (uint32_t)(n / 2) << 8);",
+                    "q = vmulhq_u32(q, vdupq_n_u32(magic));",
+                    f"q = {shift};",
+                    f"{a} = vsubq_s32(veorq_s32(vreinterpretq_s32_u32(q), sgn), sgn);"]))
+            out.append(f"{a} = vminq_s32(vmaxq_s32({a}, act_lo), act_hi);")
+            out.append(f"vstrbq_p_s32({dst}, {a}, {preds[i]});" if preds[i] else f"vstrbq_s32({dst}, {a});")
+        return lines(out)
+
+    per = lanes * cv
+    full = c // per * per
+    chans = []
+    if full:
+        chans.append(block(f"for (int32_t ch = 0; ch < {full}; ch += {per})", vec_block(cv, None)))
+    for r in range(full, c, lanes):
+        rem = min(lanes, c - r)
+        pred = None
+        if rem < lanes:
+            pred_c = v.pred8(rem) if win.is_max else v.pred32(range(rem))
+            chans.append(f"const mve_pred16_t tail = {pred_c};")
+            pred = "tail"
+        chans.append(block("", [f"const int32_t ch = {r};", vec_block(1, pred)]))
+    pixel += chans
+    rows = [origin_stmt("iy0", "oy", ay), tap_range("ky_lo", "ky_hi", "iy0", ay)]
+    if incl:
+        assert isinstance(p, Pool2DParams)
+        rows += [tap_range("py_lo", "py_hi", "iy0", ay, -p.padding[0], h + p.padding[2]), "(void)py_lo;",
+                 "(void)py_hi;"]
+    body = for_loop("b", 0, n, [f"const int8_t* const xb = {x} + b * {h * w * c};",
+                                f"int8_t* const yb = {y} + b * {oh * ow * c};",
+                                for_loop("oy", 0, oh, [*rows, for_loop("ox", 0, ow, pixel)])])
+    return KernelCode(body=lines(head, body, "return 0;"), attributes=ctx.helper("mve_in_order"))

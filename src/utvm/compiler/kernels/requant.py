@@ -18,6 +18,24 @@ form is exact and available, and `Requant` writes the statements:
 |        |          |                                                    | shift, the output zero point folded in     |
 
 The helpers' C lives here too (emitted once per file through `KernelContext.helper`).
+
+Helium (MVE) kernels requantize four outputs at once, always in the vector form (it is not a value of the
+`requant` knob: an MVE kernel uses it inherently, where `mve_reason` allows, and its scalar tail, if any, keeps
+the knob's forms):
+
+| helper                                  | rounding | where (`mve_reason`)                      | instructions |
+|-----------------------------------------|----------|-------------------------------------------|--------------|
+| `mve_requant_helper(ctx, rounding)`     | double   | always                                    | 7            |
+|   f(acc, mult, left_shift, right_shift) | single   | acc << left_shift fits int32 (the bound)  | 7            |
+| `mve_requant_right_helper(ctx, rounding)` | double | every shift <= -1                         | 4            |
+|   f(acc, mult, shift)                   | single   | every shift <= -1                         | 2            |
+
+All take and return int32x4_t; left_shift = max(shift, 0), right_shift = max(-shift, 0). The operands come
+from `mve_operands(ctx, multiplier, shift, *, right_only=False, hint="rq") -> MveOperands`: literals
+(`vdupq_n_s32`) for one multiplier and shift, else zero-padded (to a multiple of 4) const int32 tables;
+`MveOperands.vectors(first)` gives the int32x4_t expressions for outputs first..first+3 and
+`MveOperands.call(fn, acc, first)` the helper call. The caller adds the output zero point (vaddq_n_s32),
+clamps (vmaxq/vminq) and stores (vstrbq_s32 narrows).
 """
 
 from __future__ import annotations
@@ -28,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from utvm.compiler.kernels import KernelContext, define_helper, multipliers_pm
-from utvm.compiler.kernels.cemit import INT32_MAX, offset_term
+from utvm.compiler.kernels.cemit import INT32_MAX, c_literal, offset_term
 from utvm.compiler.kernels.isa import PortableC, vocabulary_class
 from utvm.target import Target
 
@@ -344,6 +362,144 @@ static inline int32_t {name}(int32_t acc2, int32_t m, int32_t n) {{
   return r;
 }}""")
     return name
+
+
+# --- Helium (MVE): four lanes at once --------------------------------------------------------------------------
+# MBQM of the four int32 lanes of an int32x4_t, each by its own multiplier and shift, from MVE instructions whose
+# Armv8.1-M semantics (lane by lane, in unbounded integers before the final truncation or saturation) are:
+#   VQRDMULH(a, b) = sat32(floor((a*b + 2^30) / 2^31))   (saturates only for a = b = INT32_MIN, to INT32_MAX)
+#   VQDMULH(a, b)  = sat32(floor(a*b / 2^31))            (likewise)
+#   VRSHL(x, s)    = floor((x + 2^(-s-1)) / 2^-s) for s < 0 (round half up, no intermediate overflow);
+#                    x << s truncated to 32 bits for s >= 0
+#   VSHL(x, s)     = x << s truncated to 32 bits (s >= 0);  VSHR #31: the sign as 0 / -1;  VQADD: saturating add
+# Double rounding (gemmlowp): SaturatingRoundingDoublingHighMul is VQRDMULH exactly, for every pair (requant.py's
+# "requant:double_pm" comment: gemmlowp's nudge-and-truncate is floor((a*b + 2^30) / 2^31), and both saturate the
+# one overflowing pair to INT32_MAX). RoundingDivideByPOT(h, n) rounds half away from zero where VRSHL rounds half
+# up: they differ only on a negative tie, and for n >= 1 floor((h - 1 + 2^(n-1)) / 2^n) is the half-away result
+# for h < 0 (a negative tie h = (k - 1/2) 2^n gives k - 1; otherwise h = q 2^n + r, 0 <= r < 2^n, r != 2^(n-1),
+# and subtracting 1 crosses a multiple of 2^n only when r + 2^(n-1) is one, i.e. r = 2^(n-1)). So h gets -1 when
+# h < 0 and n >= 1 (VAND of h with -n has h's sign exactly then; VQADD keeps h = INT32_MIN, whose quotient is
+# exact, from wrapping), then VRSHL by -n. The left shift wraps like the reference (`wrap32(x << left)`).
+# Single rounding (TFLITE_SINGLE_ROUNDING), (x*m + 2^(30-shift)) >> (31-shift): for n = -shift >= 1,
+# floor((floor(x*m / 2^31) + 2^(n-1)) / 2^n) = floor((x*m + 2^(30+n)) / 2^(31+n)) (nested floors of positive
+# divisors), i.e. VRSHL(VQDMULH(x, m), -n), exact for every x; for shift = l >= 0 it is
+# floor((x*2^l*m + 2^30) / 2^31) = VQRDMULH(x << l, m), exact when x << l does not wrap: the caller's accumulator
+# bound must stay below 2^(31-l) (`mve_reason`). A lane picks its branch by a predicate (VCMP, VPSEL).
+# tests/compiler/test_mve_requant.py proves both forms against ops._quant on the edges and millions of random
+# operands, emulating each instruction as above.
+
+define_helper("mve_requant:double", """\
+/* Four lanes of gemmlowp's MultiplyByQuantizedMultiplier (TFLM): left_shift = max(shift, 0), right_shift =
+   max(-shift, 0). VQRDMULH is SaturatingRoundingDoublingHighMul; VRSHL rounds half up, so a negative value is
+   first lowered by one (when right_shift >= 1) to round half away from zero. Every acc. */
+static inline int32x4_t tvm_mve_requant_double(int32x4_t acc, int32x4_t mult, int32x4_t left_shift,
+                                               int32x4_t right_shift) {
+  const int32x4_t neg_right = vnegq_s32(right_shift);
+  const int32x4_t h = vqrdmulhq_s32(vshlq_s32(acc, left_shift), mult);
+  const int32x4_t fixup = vshrq_n_s32(vandq_s32(h, neg_right), 31);
+  return vrshlq_s32(vqaddq_s32(h, fixup), neg_right);
+}""", "tvm_mve_requant_double", deps=("mve",))
+define_helper("mve_requant:single", """\
+/* Four lanes of TFLite's single-rounding MultiplyByQuantizedMultiplier: a right shift n >= 1 as
+   VRSHL(VQDMULH(acc, mult), -n) (every acc); no right shift as VQRDMULH(acc << left_shift, mult) (acc <<
+   left_shift must not wrap). */
+static inline int32x4_t tvm_mve_requant_single(int32x4_t acc, int32x4_t mult, int32x4_t left_shift,
+                                               int32x4_t right_shift) {
+  const int32x4_t shifted = vrshlq_s32(vqdmulhq_s32(acc, mult), vnegq_s32(right_shift));
+  const int32x4_t unshifted = vqrdmulhq_s32(vshlq_s32(acc, left_shift), mult);
+  return vpselq_s32(unshifted, shifted, vcmpeqq_n_s32(right_shift, 0));
+}""", "tvm_mve_requant_single", deps=("mve",))
+# Every shift <= -1 (the usual case: a scale below one half): the operands are the multiplier and the shift
+# itself (a negative count for VRSHL), and no left shift or lane select is needed.
+define_helper("mve_requant_right:double", """\
+/* tvm_mve_requant_double for shift <= -1 in every lane (`shift`: the negative TFLite shift). Every acc. */
+static inline int32x4_t tvm_mve_requant_right_double(int32x4_t acc, int32x4_t mult, int32x4_t shift) {
+  const int32x4_t h = vqrdmulhq_s32(acc, mult);
+  return vrshlq_s32(vqaddq_s32(h, vshrq_n_s32(h, 31)), shift);
+}""", "tvm_mve_requant_right_double", deps=("mve",))
+define_helper("mve_requant_right:single", """\
+/* tvm_mve_requant_single for shift <= -1 in every lane (`shift`: the negative TFLite shift). Every acc. */
+static inline int32x4_t tvm_mve_requant_right_single(int32x4_t acc, int32x4_t mult, int32x4_t shift) {
+  return vrshlq_s32(vqdmulhq_s32(acc, mult), shift);
+}""", "tvm_mve_requant_right_single", deps=("mve",))
+
+
+def mve_reason(rounding: str, multiplier: Sequence[int], shift: Sequence[int], bound: int | None,
+               right_only: bool = False) -> str | None:
+    """None if the MVE requantization (`mve_requant_helper`, or with `right_only` `mve_requant_right_helper`)
+    is exact for these operands and every accumulator of magnitude <= `bound` (None: unknown); else a one-line
+    reason. (Whether the target has MVE is the vocabulary's `mve`.)"""
+    if rounding not in ("single", "double"):
+        return f"unknown rounding {rounding!r}"
+    if any(not -31 <= int(s) <= 30 for s in shift):
+        return "a shift outside [-31, 30]"
+    if right_only and max(int(s) for s in shift) > -1:
+        return "a left or zero shift (the right-shift form needs every shift <= -1)"
+    if rounding == "single":
+        if not multipliers_pm(multiplier):
+            return "a multiplier INT32_MIN (VQDMULH saturates where the reference does not)"
+        lmax = max((int(s) for s in shift if int(s) >= 0), default=None)
+        if lmax is not None:
+            if bound is None:
+                return "a left or zero shift and no accumulator bound (acc << shift must not wrap)"
+            if bound > INT32_MAX >> lmax:
+                return f"the accumulator bound {bound} shifted left by {lmax} does not fit int32"
+    return None
+
+
+def mve_requant_helper(ctx: KernelContext, rounding: str) -> str:
+    """The name of `int32x4_t f(int32x4_t acc, int32x4_t mult, int32x4_t left_shift, int32x4_t right_shift)`, MBQM
+    of each lane in `rounding` with left_shift = max(shift, 0) and right_shift = max(-shift, 0) (requested in
+    ctx's file with <arm_mve.h>). Exact where `mve_reason(rounding, ..., bound)` is None; the caller adds the
+    output zero point, clamps and stores."""
+    return ctx.helper(f"mve_requant:{rounding}")
+
+
+def mve_requant_right_helper(ctx: KernelContext, rounding: str) -> str:
+    """The name of `int32x4_t f(int32x4_t acc, int32x4_t mult, int32x4_t shift)`: `mve_requant_helper` for every
+    shift <= -1, taking the (negative) shift itself: 4 instructions (double) or 2 (single) instead of 7."""
+    return ctx.helper(f"mve_requant_right:{rounding}")
+
+
+@dataclass(frozen=True)
+class MveOperands:
+    """The requantization operands of an MVE kernel, as int32x4_t C expressions per block of four outputs.
+
+    Per-tensor operands are `vdupq_n_s32` of literals (GCC keeps them in registers across a loop); per-output
+    operands are `static const int32_t` tables padded with zeros to a multiple of 4 entries (so a block of four
+    starting at a multiple of 4 never reads past a table; the padding lanes requantize to 0) read with
+    VLDRW. `right_only`: the operands of `mve_requant_right_helper` (multiplier, shift), else those of
+    `mve_requant_helper` (multiplier, left shift, right shift)."""
+
+    right_only: bool
+    #: C table names (per output) or literal values (per tensor), one per operand
+    terms: tuple[str, ...]
+    per_output: bool
+
+    def vectors(self, first: str) -> tuple[str, ...]:
+        """The operands of outputs `first` .. `first` + 3 (`first`: a C expression, a multiple of 4 for tables)."""
+        if self.per_output:
+            return tuple(f"vldrwq_s32(&{t}[{first}])" for t in self.terms)
+        return tuple(f"vdupq_n_s32({t})" for t in self.terms)
+
+    def call(self, fn: str, acc: str, first: str) -> str:
+        """C: `fn` (the helper these operands are for) applied to int32x4_t `acc` for outputs `first`..+3."""
+        return f"{fn}({acc}, {', '.join(self.vectors(first))})"
+
+
+def mve_operands(ctx: KernelContext, multiplier: Sequence[int], shift: Sequence[int], *,
+                 right_only: bool = False, hint: str = "rq") -> MveOperands:
+    """The operands of the MVE requantization of outputs with these per-output (or one) multipliers and shifts:
+    literals when one pair serves every output, else tables emitted into ctx's file (`hint` names them)."""
+    m = [int(v) for v in multiplier]
+    s = [int(v) for v in shift]
+    cols = [m, s] if right_only else [m, [max(v, 0) for v in s], [max(-v, 0) for v in s]]
+    if len(set(m)) == 1 and len(set(s)) == 1:
+        return MveOperands(right_only, tuple(c_literal(c[0], "int32") for c in cols), False)
+    pad = -len(m) % 4
+    names = tuple(ctx.table("int32_t", c + [0] * pad, f"{hint}_{part}")
+                  for c, part in zip(cols, ("m", "s") if right_only else ("m", "ls", "rs"), strict=True))
+    return MveOperands(right_only, names, True)
 
 
 # --- int16 x int8 ("16x8": conv2d, depthwise_conv2d, dense, matmul, transpose_conv) ---------------------------

@@ -396,7 +396,16 @@ Standalone firmware written by `utvm deploy` ({compiled.options.convention} conv
   UART, SysTick and semihosting; `crt/` the utvm C runtime, when this convention needs it.
 {_libm_note(compiled)}
 {"- Built with the RPC server: after printing, the firmware serves RPC on the UART." if with_rpc else ""}
-{_isa_note(board)}"""
+{_isa_note(board)}{_boot_note(board)}"""
+
+
+def _boot_note(board: Board) -> str:
+    if board.boot_origin is None:
+        return ""
+    return (f"- The core reads its vector table at reset from {board.boot_origin:#010x}, outside the code memory\n"
+            f"  ({board.flash_origin:#010x}): `board/mps2.ld` puts a boot table there (the initial stack pointer\n"
+            f"  and the reset handler). It is in `build/firmware.elf`, which QEMU loads; `build/firmware.bin` is\n"
+            f"  the code memory's image only.\n")
 
 
 def _isa_note(board: Board) -> str:

@@ -1,5 +1,6 @@
 """The QEMU platforms (`qemu-cortex-m0`, `qemu-cortex-m3`, `qemu-cortex-m4`, `qemu-cortex-m7`,
-`qemu-cortex-m33`): evaluation firmware with the RPC server on UART0, run on qemu-system-arm (boards.py).
+`qemu-cortex-m33`, `qemu-cortex-m55`): evaluation firmware with the RPC server on UART0, run on
+qemu-system-arm (boards.py).
 
 Same interface as the host platform (`utvm.platform.Platform`):
 
@@ -26,7 +27,8 @@ from utvm.platform.qemu.project import APPS_DIR, FirmwareSpec, build_firmware
 from utvm.platform.qemu.runner import QemuTransport
 
 __all__ = ["CortexMFirmware", "QemuCortexM0Platform", "QemuCortexM3Platform", "QemuCortexM4Platform",
-           "QemuCortexM7Platform", "QemuCortexM33Platform", "QemuPlatform", "QemuTransport"]
+           "QemuCortexM7Platform", "QemuCortexM33Platform", "QemuCortexM55Platform", "QemuPlatform",
+           "QemuTransport"]
 
 #: The host platform's test library is platform neutral (C99 + CRT); the QEMU firmware links the same file.
 TEST_FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "host"
@@ -157,6 +159,9 @@ class QemuPlatform(CortexMFirmware):
     target: ClassVar[str] = ""
     #: Under -icount shift=0 the device's clock counts instructions: seconds * this = instructions.
     instructions_per_second: ClassVar[int] = INSTRUCTIONS_PER_SECOND
+    #: The core's timing model in QEMU's cycles plugin (utvm.platform.qemu.timing: "m4", "m7", "m33", "m55"),
+    #: whose estimated cycles time evaluators report beside instructions; None: instructions only.
+    timing_model: ClassVar[str | None] = None
 
     def __init__(self) -> None:
         if not self.name:
@@ -170,7 +175,7 @@ class QemuPlatform(CortexMFirmware):
         path = Path(firmware)
         if not path.is_file():
             raise PlatformError(f"{self.name}: firmware {str(path)!r} does not exist (build it first)")
-        transport = QemuTransport(self.board, path)
+        transport = QemuTransport(self.board, path, timing_model=self.timing_model)
         try:
             return Session(transport, **session_kwargs)
         except BaseException:
@@ -194,11 +199,13 @@ class QemuCortexM3Platform(QemuPlatform):
 class QemuCortexM4Platform(QemuPlatform):
     name = "qemu-cortex-m4"
     target = "cortex-m4"
+    timing_model = "m4"
 
 
 class QemuCortexM7Platform(QemuPlatform):
     name = "qemu-cortex-m7"
     target = "cortex-m7"
+    timing_model = "m7"
 
 
 class QemuCortexM33Platform(QemuPlatform):
@@ -206,3 +213,13 @@ class QemuCortexM33Platform(QemuPlatform):
 
     name = "qemu-cortex-m33"
     target = "cortex-m33"
+    timing_model = "m33"
+
+
+class QemuCortexM55Platform(QemuPlatform):
+    """The AN547 (Armv8.1-M Mainline with MVE, the DSP extension and a double-precision FPU), run in Secure
+    state; code and constants in its 8 MiB QSPI flash, RAM in the SSE-300's 4 MiB SRAM (boards.py)."""
+
+    name = "qemu-cortex-m55"
+    target = "cortex-m55"
+    timing_model = "m55"

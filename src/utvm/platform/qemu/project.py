@@ -129,6 +129,7 @@ def project_mk(spec: FirmwareSpec) -> str:
             f"CPU_FLAGS := {' '.join(b.cpu_flags)}",
             f"FLASH_ORIGIN := {b.flash_origin:#010x}",
             f"RAM_ORIGIN := {b.ram_origin:#010x}",
+            *([] if b.boot_origin is None else [f"BOOT_ORIGIN := {b.boot_origin:#010x}"]),
             f"BOARD_DEFINES := {' '.join('-D' + d for d in b.c_defines)}",
             f"CRT_LIBS := {' '.join(spec.crt_libs)}",
             f"APP_DEFINES := {' '.join('-D' + d for d in spec.defines)}",

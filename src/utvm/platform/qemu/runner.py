@@ -13,6 +13,13 @@ emulation (semihosting, e.g. after an RPC Shutdown) and otherwise kills this QEM
 
 Throughput: QEMU hands the CMSDK UART one byte per main-loop iteration, about 30 KB/s towards the device
 (replies come back several times faster).
+
+Timing model: given `timing_model` (the core's, e.g. "m4"; utvm.platform.qemu.timing), QEMU also loads the
+cycles plugin with one region per span between the firmware's `TVMPlatformTimerStart` and
+`TVMPlatformTimerStop` (their addresses from the ELF's symbols): exactly the span the device's SysTick
+measures. The transport's `timing` (a `TimingLog`) then reads the regions closed so far, and time evaluators
+of a session over it report estimated cycles (`utvm.runtime.backend.TimeEvaluator.cycles_est`).
+`UTVM_TIMING_MODEL=off` runs without the plugin.
 """
 
 from __future__ import annotations
@@ -24,8 +31,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from utvm.errors import LinkClosedError, PlatformError, SessionTimeoutError
-from utvm.platform.qemu.boards import ICOUNT_SHIFT, Board, qemu_binary
+from utvm.platform.qemu import timing as timing_model_plugin
+from utvm.platform.qemu.boards import ICOUNT_SHIFT, INSTRUCTIONS_PER_SECOND, Board, qemu_binary
 from utvm.rpc.transport import SubprocessTransport
+from utvm.runtime.backend import TimingRegion
 
 FIRST_BYTES_TIMEOUT_S = 20.0
 
@@ -55,18 +64,34 @@ class QemuTransport(SubprocessTransport):
         elf: Path | str,
         first_bytes_timeout: float | None = FIRST_BYTES_TIMEOUT_S,
         extra_args: Sequence[str] = (),
+        timing_model: str | None = None,
     ) -> None:
         self.board = board
         self.elf = Path(elf)
         if not self.elf.is_file():
             raise PlatformError(f"firmware {self.elf} does not exist")
-        super().__init__(qemu_command(board, self.elf, seed=os.urandom(16).hex(), extra=extra_args))
+        #: The timing model's regions (None: QEMU runs without the plugin).
+        self.timing: timing_model_plugin.TimingLog | None = None
+        args = list(extra_args)
+        if timing_model is not None and timing_model_plugin.enabled():
+            self.timing = timing_model_plugin.TimingLog.for_timer(self.elf, timing_model, INSTRUCTIONS_PER_SECOND)
+            args += self.timing.qemu_args()
+        try:
+            super().__init__(qemu_command(board, self.elf, seed=os.urandom(16).hex(), extra=args))
+        except BaseException:
+            if self.timing is not None:
+                self.timing.close()
+            raise
         if first_bytes_timeout is not None:
             try:
                 self._ahead += self.read(4096, first_bytes_timeout)
             except BaseException:
                 self.close(timeout=0.0)
                 raise
+
+    def timing_regions(self) -> list[TimingRegion] | None:
+        """The regions the timing model closed so far (instructions, estimated cycles); None without one."""
+        return None if self.timing is None else self.timing.regions()
 
     def describe(self) -> str:
         return f"QEMU {self.board.machine} running {self.elf.name} (pid {self.proc.pid})"
@@ -113,4 +138,8 @@ class QemuTransport(SubprocessTransport):
 
     def close(self, timeout: float = 1.0) -> None:
         """Wait up to `timeout` s for the firmware to end the emulation (semihosting), then kill this QEMU."""
-        super().close(timeout)
+        try:
+            super().close(timeout)
+        finally:
+            if self.timing is not None:
+                self.timing.close()

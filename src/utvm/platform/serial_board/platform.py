@@ -91,13 +91,13 @@ class _ConfiguredTarget:
 
 
 def board_of(config: BoardConfig) -> Board:
-    """The compiler flags of the board's CPU, as a QEMU-platform `Board` (machine: none)."""
+    """The compiler flags of the board's CPU, as a QEMU-platform `Board` (machine: none): its target's
+    (`Target.float_flags`), which are those of the QEMU board of the same CPU."""
     from utvm.target import get_target
 
     t = get_target(config.cpu)
     assert t.mcpu is not None
-    float_flags = ("-mfloat-abi=hard", f"-mfpu={t.fpu}") if t.fpu else ("-mfloat-abi=soft",)
-    return Board(config.name, "none", t.mcpu, float_flags)
+    return Board(config.name, "none", t.mcpu, t.float_flags)
 
 
 class SerialBoardTransport(SerialTransport):

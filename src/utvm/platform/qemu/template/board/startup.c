@@ -2,10 +2,13 @@
  * startup.c -- reset handler and vector table of utvm's MPS2 firmware.
  *
  * Reset: copy .data from flash, zero .bss, paint the unused stack (for utvm_stack_high_water), enable the FPU
- * when built for one, run main(), and end the emulation with main's return value (semihosting).
+ * (and with it MVE) when built for one, run main(), and end the emulation with main's return value
+ * (semihosting).
  * The same C serves every core: Armv6-M (built for the Cortex-M0: no VTOR, nothing but Armv6-M instructions,
- * which the compiler guarantees for C and the inline assembly here keeps to: MRS, DSB, MOV from SP), Armv7-M
- * and Armv8-M Mainline (the Cortex-M33 runs it in Secure state: VTOR and CPACR are then the Secure ones).
+ * which the compiler guarantees for C and the inline assembly here keeps to: MRS, DSB, MOV from SP), Armv7-M,
+ * Armv8-M Mainline and Armv8.1-M Mainline (the Cortex-M33 and M55 run it in Secure state: VTOR and CPACR are
+ * then the Secure ones). A board whose core boots from outside the code memory (UTVM_BOOT_VECTORS, the
+ * AN547) also gets a two-entry boot table there (mps2.ld's .boot_vectors).
  * A fault ends the emulation with exit status 128 + the exception number (HardFault: 131), so the host can
  * tell a crash from a normal exit.
  */
@@ -74,6 +77,16 @@ __attribute__((section(".vectors"), used)) const utvm_vector_t utvm_vector_table
     Default_Handler, Default_Handler,
 };
 
+#if defined(UTVM_BOOT_VECTORS)
+/* What the core reads at reset where it boots (the AN547's ITCM): the initial stack pointer and the reset
+ * handler; the reset handler then moves VTOR to utvm_vector_table. No exception can happen before that (a
+ * fault this early would find no handler: QEMU reports a lockup). */
+__attribute__((section(".boot_vectors"), used)) const utvm_vector_t utvm_boot_vectors[2] = {
+    (utvm_vector_t)(uintptr_t)__stack_top__,
+    Reset_Handler,
+};
+#endif
+
 void Default_Handler(void) {
   uint32_t ipsr;
   __asm__ volatile("mrs %0, ipsr" : "=r"(ipsr));
@@ -95,8 +108,9 @@ void Reset_Handler(void) {
   for (dst = __stack_limit__; dst < sp - 16; ++dst) {
     *dst = UTVM_STACK_PAINT;
   }
-#if defined(__ARM_FP)
-  /* Full access to CP10 and CP11 (the FPU) before any floating-point instruction runs. */
+#if defined(__ARM_FP) || defined(__ARM_FEATURE_MVE)
+  /* Full access to CP10 and CP11 (the FPU; on Armv8.1-M also the MVE vector instructions) before any
+   * floating-point or vector instruction runs. */
   UTVM_SCB_CPACR |= (0xFu << 20);
   __asm__ volatile("dsb\n\tisb" ::: "memory");
 #endif

@@ -1,8 +1,10 @@
 /*
- * timer.c -- SysTick as a 64-bit tick counter of the 25 MHz processor clock.
+ * timer.c -- SysTick as a 64-bit tick counter of the processor clock (UTVM_CPU_CLOCK_HZ: 25 MHz on the AN385,
+ * 20 MHz on the AN505, 32 MHz on the AN547).
  *
  * SysTick counts down 24 bits from its reload value; the interrupt counts the wraps. Under QEMU's
- * -icount shift=0 one instruction is one nanosecond of virtual time, so a tick (40 ns) is 40 instructions.
+ * -icount shift=0 one instruction is one nanosecond of virtual time, so a tick (40 ns at 25 MHz) is 40
+ * instructions (31.25 at 32 MHz: the tick grid, not the instruction count, is then fractional).
  * utvm_timer_restart writes the current-value register, which restarts the tick grid at that instruction: a
  * measurement that starts there and stops a fixed number of instructions later reads the same tick count on
  * every run, whatever happened before (e.g. however long the device waited for the host's bytes).

@@ -29,9 +29,11 @@ void utvm_uart_wait_rx(void);
 
 /* --- SysTick timing (timer.c) ------------------------------------------------------------------------ */
 /*! Restart the tick counter at zero. Re-anchors the tick grid at this instruction, so a reading taken a
- *  fixed number of instructions later is always the same (under -icount shift=0, 1 tick = 40 instructions). */
+ *  fixed number of instructions later is always the same (under -icount shift=0, 1 tick = 40 instructions at
+ *  25 MHz). */
 void utvm_timer_restart(void);
-/*! Ticks of the 25 MHz processor clock since the last utvm_timer_restart (64 bits: wraps are counted). */
+/*! Ticks of the processor clock (UTVM_CPU_CLOCK_HZ: 25 MHz on the AN385) since the last utvm_timer_restart
+ *  (64 bits: wraps are counted). */
 uint64_t utvm_timer_ticks(void);
 /*! Stop the counter and its interrupt. */
 void utvm_timer_stop(void);

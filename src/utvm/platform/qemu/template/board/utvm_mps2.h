@@ -1,6 +1,6 @@
 /*
- * utvm_mps2.h -- the few registers of the Arm MPS2 FPGA images (AN385/AN386/AN500/AN505) that utvm firmware
- * uses: the System Control Block, SysTick, the NVIC and the CMSDK APB UART0. Written from the Armv7-M and
+ * utvm_mps2.h -- the few registers of the Arm MPS2/MPS3 FPGA images (AN385/AN386/AN500/AN505/AN547) that utvm
+ * firmware uses: the System Control Block, SysTick, the NVIC and the CMSDK APB UART0. Written from the Armv7-M and
  * Armv8-M Architecture Reference Manuals and the CMSDK technical reference; no vendor header is needed.
  * Where the images differ (UART0's address and interrupt, the clock) the defaults here are the AN385's, and
  * the project's board definitions (project.mk's BOARD_DEFINES, boards.py) override them.
@@ -16,7 +16,7 @@
 #define UTVM_SCB_VTOR UTVM_REG32(0xE000ED08u)  /*!< vector table offset */
 #define UTVM_SCB_AIRCR UTVM_REG32(0xE000ED0Cu) /*!< application interrupt and reset control */
 #define UTVM_SCB_SHPR3 UTVM_REG32(0xE000ED20u) /*!< system handler priorities 12-15 (SysTick = bits 31:24) */
-#define UTVM_SCB_CPACR UTVM_REG32(0xE000ED88u) /*!< coprocessor access control (CP10/CP11 = FPU) */
+#define UTVM_SCB_CPACR UTVM_REG32(0xE000ED88u) /*!< coprocessor access control (CP10/CP11 = FPU and MVE) */
 #define UTVM_AIRCR_VECTKEY (0x05FAu << 16)
 #define UTVM_AIRCR_SYSRESETREQ (1u << 2)
 
@@ -31,14 +31,15 @@
 #define UTVM_SYST_MAX_RELOAD 0x00FFFFFFu
 
 /*! The AN385/AN386/AN500 images clock the processor (and so SysTick with CLKSOURCE=1) at 25 MHz, the AN505 at
- *  20 MHz. Another board that reuses the architectural registers here (the serial-board platform) defines its
- *  own clock on the command line. */
+ *  20 MHz, the AN547 at 32 MHz. Another board that reuses the architectural registers here (the serial-board
+ *  platform) defines its own clock on the command line. */
 #ifndef UTVM_CPU_CLOCK_HZ
 #define UTVM_CPU_CLOCK_HZ 25000000u
 #endif
 
 /* --- CMSDK APB UART0 ---------------------------------------------------------------------------------- */
-/*! 0x40004000 on the AN385/AN386/AN500; 0x50200000 on the AN505 (the Secure alias of 0x40200000). */
+/*! 0x40004000 on the AN385/AN386/AN500; 0x50200000 on the AN505 (the Secure alias of 0x40200000); 0x59303000
+ *  on the AN547 (the Secure alias of 0x49303000). */
 #ifndef UTVM_UART0_BASE
 #define UTVM_UART0_BASE 0x40004000u
 #endif
@@ -56,7 +57,8 @@
 #define UTVM_UART_CTRL_RXINTEN (1u << 3)
 #define UTVM_UART_INT_RX (1u << 1)
 /*! UART0's receive interrupt: external interrupt 0 on the AN385/AN386/AN500; 32 on the AN505, whose
- *  subsystem keeps the first 32 for itself (the FPGA's expansion interrupt 0). */
+ *  subsystem keeps the first 32 for itself (the FPGA's expansion interrupt 0); 33 on the AN547 (expansion
+ *  interrupt 1). */
 #ifndef UTVM_UART0_RX_IRQ
 #define UTVM_UART0_RX_IRQ 0u
 #endif

@@ -1,9 +1,9 @@
 /*
- * platform.c -- the TVMPlatform* hooks (tvm/runtime/crt/platform.h) for the QEMU MPS2 boards.
+ * platform.c -- the TVMPlatform* hooks (tvm/runtime/crt/platform.h) for the QEMU MPS2/MPS3 boards.
  *
  * - Memory: a TVMPageAllocator over a static pool of UTVM_PLATFORM_MEMORY_BYTES.
  * - Timer: SysTick (timer.c), restarted at every TVMPlatformTimerStart so readings repeat exactly under
- *   -icount; seconds = ticks / 25 MHz.
+ *   -icount; seconds = ticks / UTVM_CPU_CLOCK_HZ (the board's processor clock).
  * - Random: utvm_random_fill (random.c), seeded from the host on every boot.
  * - Abort: the firmware's utvm_app_report_abort() says what happened (the RPC firmware sends a session log
  *   message to the host; standalone firmware prints to the UART), then the board resets (RPC firmware, so
