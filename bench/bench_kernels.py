@@ -101,8 +101,9 @@ def plugin_count(board: str, elf: Path, symbol: str) -> tuple[int, int, str]:
     from utvm.platform.qemu import timing
     from utvm.platform.qemu.boards import get_board
 
-    core = timing.BOARD_MODELS[board]
-    run = timing.count_calls(get_board(board).machine, elf, core, timing.call_sites(elf, [symbol]), timeout=900)
+    b = get_board(board)
+    assert b.timing_model is not None, board
+    run = timing.count_calls(b, elf, b.timing_model, timing.call_sites(elf, [symbol]), timeout=900)
     if run.exit_status != 0 or not run.regions:
         raise RuntimeError(f"{elf}: exit status {run.exit_status}, {len(run.regions)} call(s) of {symbol} counted")
     if len(set(run.regions)) != 1:
@@ -237,9 +238,12 @@ def main(argv: list[str]) -> int:
     from utvm.tune.strategy import resolve_strategy
 
     ns.strategy = resolve_strategy(ns.strategy or "auto")
+    from utvm.platform.qemu.boards import get_board
+
     board = ns.board
     target = get_platform_class(board).target
-    core = timing.BOARD_MODELS[board]
+    core = get_board(board).timing_model
+    assert core is not None, board
     names = list(MODELS) if not ns.models else ns.models.split(",")
     unknown = [n for n in names if n not in MODELS]
     if unknown:

@@ -20,6 +20,7 @@ from utvm.cli import main
 from utvm.cli.run_profile import OperatorTiming, format_profile
 from utvm.platform import get_platform, get_platform_class
 from utvm.platform.qemu import timing
+from utvm.platform.qemu.boards import get_board
 from utvm.runtime.backend import TimeEvaluator, TimingRegion, estimate_cycles, match_regions
 from utvm.runtime.packed_func import PackedFunc
 from utvm.support.models import models_dir
@@ -35,7 +36,7 @@ def test_platforms_name_their_timing_model() -> None:
                 "qemu-cortex-m3": None, "qemu-cortex-m0": None}
     assert {name: get_platform_class(name).timing_model for name in expected} == expected
     assert getattr(get_platform_class("host"), "timing_model", None) is None
-    assert {n: m for n, m in expected.items() if m} == timing.BOARD_MODELS
+    assert {name: get_board(name).timing_model for name in expected} == expected  # the board's fact
 
 
 # --- matching results to regions -----------------------------------------------------------------------------

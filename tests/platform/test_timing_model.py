@@ -18,6 +18,7 @@ import pytest
 
 from utvm.errors import PlatformError
 from utvm.platform.qemu import timing
+from utvm.platform.qemu.boards import BOARDS, Board
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("arm-none-eabi-gcc") is None,
                                 reason="needs the host gcc and arm-none-eabi-gcc")
@@ -25,18 +26,14 @@ pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("arm
 
 @dataclass(frozen=True)
 class Machine:
-    qemu: str
-    mcpu: str
+    board: Board
     code: int  # where the core reads its vector table at reset (the image goes there)
     ram: int  # a RAM address for the stack and the data the sequences load
 
 
-MACHINES = {
-    "m4": Machine("mps2-an386", "cortex-m4", 0x00000000, 0x20000000),
-    "m7": Machine("mps2-an500", "cortex-m7", 0x00000000, 0x20000000),
-    "m33": Machine("mps2-an505", "cortex-m33", 0x10000000, 0x38000000),
-    "m55": Machine("mps3-an547", "cortex-m55", 0x10000000, 0x31000000),
-}
+#: each timing model on its board (boards.py): the image at the reset vector's address (the AN547's ITCM)
+MACHINES = {b.timing_model: Machine(b, b.flash_origin if b.boot_origin is None else b.boot_origin, b.ram_origin)
+            for b in BOARDS.values() if b.timing_model is not None}
 
 
 @dataclass(frozen=True)
@@ -120,7 +117,7 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, ti
         (d / "image.S").write_text(_image_source(core, m))
         (d / "image.ld").write_text(f"SECTIONS {{ . = {m.code:#x}; .text : {{ KEEP(*(.vectors)) *(.text*) }} }}\n")
         elf = d / "image.elf"
-        built = subprocess.run(["arm-none-eabi-gcc", f"-mcpu={m.mcpu}", "-mthumb", "-mfloat-abi=hard", "-nostdlib",
+        built = subprocess.run(["arm-none-eabi-gcc", f"-mcpu={m.board.cpu}", "-mthumb", "-mfloat-abi=hard", "-nostdlib",
                                 "-nostartfiles", "-T", str(d / "image.ld"), "-o", str(elf), str(d / "image.S")],
                                check=False, capture_output=True, text=True)
         assert built.returncode == 0, f"{core} image: {built.stderr}"
@@ -128,7 +125,7 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, ti
         names = [f"{p}_{i}" for i in range(len(cases)) for p in ("start", "end")]
         addr = timing.symbol_addresses(elf, names)
         sites = [(addr[f"start_{i}"], addr[f"end_{i}"]) for i in range(len(cases))]
-        run = timing.count_calls(m.qemu, elf, core, sites, timeout=60)
+        run = timing.count_calls(m.board, elf, core, sites, timeout=60)
         assert run.exit_status == 0, f"{core} image: QEMU exited {run.exit_status}"
         assert len(run.regions) == len(cases), f"{core}: {len(run.regions)} regions for {len(cases)} sequences"
         out[core] = {c.name: r for c, r in zip(cases, run.regions, strict=True)}

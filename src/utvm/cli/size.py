@@ -159,12 +159,12 @@ def model_run_timing(report: Any, compiled: Any, board: str) -> dict[str, Any] |
     from utvm.platform.qemu import timing
     from utvm.platform.qemu.boards import get_board
 
-    core = timing.BOARD_MODELS.get(board)
+    core = get_board(board).timing_model
     if core is None or not timing.enabled():
         return None
     elf = Path(report.project) / "build" / "firmware.elf"
     sites = timing.call_sites(elf, [f"{compiled.prefix}_run", "TVMExecute"])
-    run = timing.count_calls(get_board(board).machine, elf, core, sites, timeout=600.0)
+    run = timing.count_calls(get_board(board), elf, core, sites, timeout=600.0)
     if run.exit_status != 0 or not run.regions:
         raise PlatformError(f"{elf}: the run under the {core} timing model "
                             + (f"exited with status {run.exit_status}" if run.exit_status else "measured no call"))

@@ -84,6 +84,9 @@ class Board:
     #: An instruction set the linked image must stay within, proven on its disassembly after every build
     #: (`utvm.platform.qemu.image_check.check_image`): "armv6-m", or None for no check.
     isa_check: str | None = None
+    #: The core's timing model in QEMU's cycles plugin (utvm.platform.qemu.timing: "m4", "m7", "m33", "m55"),
+    #: whose estimated cycles are reported beside instructions; None: instructions only.
+    timing_model: str | None = None
 
     @property
     def cpu_flags(self) -> tuple[str, ...]:
@@ -117,14 +120,15 @@ BOARDS: dict[str, Board] = {
     for b in (
         Board("qemu-cortex-m0", "mps2-an385", "cortex-m0", ("-mfloat-abi=soft",), isa_check="armv6-m"),
         Board("qemu-cortex-m3", "mps2-an385", "cortex-m3", ("-mfloat-abi=soft",)),
-        Board("qemu-cortex-m4", "mps2-an386", "cortex-m4", ("-mfloat-abi=hard", "-mfpu=fpv4-sp-d16")),
-        Board("qemu-cortex-m7", "mps2-an500", "cortex-m7", ("-mfloat-abi=hard", "-mfpu=fpv5-d16")),
+        Board("qemu-cortex-m4", "mps2-an386", "cortex-m4", ("-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"),
+              timing_model="m4"),
+        Board("qemu-cortex-m7", "mps2-an500", "cortex-m7", ("-mfloat-abi=hard", "-mfpu=fpv5-d16"), timing_model="m7"),
         Board("qemu-cortex-m33", "mps2-an505", "cortex-m33", ("-mfloat-abi=hard", "-mfpu=fpv5-sp-d16"),
               flash_origin=0x10000000, ram_origin=0x38000000, uart0_base=0x50200000, uart0_rx_irq=32,
-              clock_hz=20_000_000),
+              clock_hz=20_000_000, timing_model="m33"),
         Board("qemu-cortex-m55", "mps3-an547", "cortex-m55", ("-mfloat-abi=hard",),
               flash_origin=0x38000000, ram_origin=0x31000000, boot_origin=0x10000000, uart0_base=0x59303000,
-              uart0_rx_irq=33, clock_hz=32_000_000),
+              uart0_rx_irq=33, clock_hz=32_000_000, timing_model="m55"),
     )
 }
 

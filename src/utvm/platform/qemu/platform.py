@@ -159,9 +159,14 @@ class QemuPlatform(CortexMFirmware):
     target: ClassVar[str] = ""
     #: Under -icount shift=0 the device's clock counts instructions: seconds * this = instructions.
     instructions_per_second: ClassVar[int] = INSTRUCTIONS_PER_SECOND
-    #: The core's timing model in QEMU's cycles plugin (utvm.platform.qemu.timing: "m4", "m7", "m33", "m55"),
-    #: whose estimated cycles time evaluators report beside instructions; None: instructions only.
+    #: The core's timing model in QEMU's cycles plugin (the board's, `Board.timing_model`), whose estimated
+    #: cycles time evaluators report beside instructions; None: instructions only.
     timing_model: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.name in BOARDS:
+            cls.timing_model = BOARDS[cls.name].timing_model
 
     def __init__(self) -> None:
         if not self.name:
@@ -199,13 +204,11 @@ class QemuCortexM3Platform(QemuPlatform):
 class QemuCortexM4Platform(QemuPlatform):
     name = "qemu-cortex-m4"
     target = "cortex-m4"
-    timing_model = "m4"
 
 
 class QemuCortexM7Platform(QemuPlatform):
     name = "qemu-cortex-m7"
     target = "cortex-m7"
-    timing_model = "m7"
 
 
 class QemuCortexM33Platform(QemuPlatform):
@@ -213,7 +216,6 @@ class QemuCortexM33Platform(QemuPlatform):
 
     name = "qemu-cortex-m33"
     target = "cortex-m33"
-    timing_model = "m33"
 
 
 class QemuCortexM55Platform(QemuPlatform):
@@ -222,4 +224,3 @@ class QemuCortexM55Platform(QemuPlatform):
 
     name = "qemu-cortex-m55"
     target = "cortex-m55"
-    timing_model = "m55"

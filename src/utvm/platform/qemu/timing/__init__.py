@@ -29,22 +29,20 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from utvm.errors import PlatformError
 from utvm.runtime.backend import TimingRegion
 
-__all__ = ["BOARD_MODELS", "CORES", "ENV_SWITCH", "TimingLog", "TimingRegion", "call_sites", "count_calls",
+if TYPE_CHECKING:
+    from utvm.platform.qemu.boards import Board
+
+__all__ = ["CORES", "ENV_SWITCH", "TimingLog", "TimingRegion", "call_sites", "count_calls",
            "enabled", "parse_regions", "plugin_library", "selftest_program", "symbol_addresses"]
 
 #: The cores with a timing model (the plugin's `core=`).
 CORES = ("m4", "m7", "m33", "m55")
 #: QEMU boards -> their core's timing model.
-BOARD_MODELS: dict[str, str] = {
-    "qemu-cortex-m4": "m4",
-    "qemu-cortex-m7": "m7",
-    "qemu-cortex-m33": "m33",
-    "qemu-cortex-m55": "m55",
-}
 #: The environment variable that turns the plugin off.
 ENV_SWITCH = "UTVM_TIMING_MODEL"
 #: The span the device's timer measures, whose estimated cycles the time evaluator reports.
@@ -232,24 +230,22 @@ class CallCount:
     exit_status: int
 
 
-def count_calls(machine: str, elf: Path, core: str, sites: Sequence[tuple[int, int]], timeout: float = 600.0,
+def count_calls(board: Board, elf: Path, core: str, sites: Sequence[tuple[int, int]], timeout: float = 600.0,
                 extra_args: Sequence[str] = ()) -> CallCount:
-    """Run the standalone firmware `elf` on the QEMU `machine` (utvm's command line, empty stdin) under the
-    plugin with one region per call site; the regions in order and what the firmware printed."""
-    from utvm.platform.qemu.boards import ICOUNT_SHIFT, qemu_binary
+    """Run the standalone firmware `elf` on `board`'s QEMU machine (utvm's command line,
+    `runner.qemu_command`, with an empty stdin) under the plugin with one region per call site; the regions in
+    order and what the firmware printed."""
+    from utvm.platform.qemu.runner import qemu_command
 
     fd, name = tempfile.mkstemp(prefix="utvm-timing-", suffix=".txt")
     os.close(fd)
     out = Path(name)
     try:
-        cmd = [qemu_binary(), "-M", machine, "-display", "none", "-monitor", "none", "-nodefaults", "-nic", "none",
-               "-chardev", "stdio,id=uart0,mux=off,signal=off", "-serial", "chardev:uart0",
-               "-icount", f"shift={ICOUNT_SHIFT}", "-semihosting-config", "enable=on,target=native,arg=firmware",
-               "-kernel", str(elf), "-plugin", plugin_argument(core, list(sites), out), *extra_args]
+        cmd = qemu_command(board, elf, extra=["-plugin", plugin_argument(core, list(sites), out), *extra_args])
         try:
             p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
-            raise PlatformError(f"{elf} on {machine} still ran after {timeout:g} s") from None
+            raise PlatformError(f"{elf} on {board.machine} still ran after {timeout:g} s") from None
         err = p.stderr.decode("utf-8", "replace")
         if "utvm cycles plugin:" in err:
             raise PlatformError(f"the timing plugin refused to start: {err.strip().splitlines()[-1]}")
