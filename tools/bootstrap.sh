@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS="gcc make clang libclang-rt-dev libcmocka-dev cppcheck valgrind gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm"
+PKGS="gcc make clang libclang-rt-dev libcmocka-dev cppcheck valgrind gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm chromium"
 missing=""
 for p in $PKGS; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

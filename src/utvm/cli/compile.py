@@ -86,8 +86,9 @@ def target_of(args: argparse.Namespace) -> str:
     return "host"
 
 
-def compile_from_args(args: argparse.Namespace, model: Path, say=None):  # noqa: ANN001, ANN201
-    """Import `model` and compile it with the flags in `args`; returns a CompiledModel."""
+def compile_from_args(args: argparse.Namespace, model: Path, say=None, on_choice=None):  # noqa: ANN001, ANN201
+    """Import `model` and compile it with the flags in `args`; returns a CompiledModel. With a tuning log,
+    `on_choice` (if given) receives its whole-model choice (utvm.tune.budget.ModelChoice: `utvm report`'s gains)."""
     from utvm.compiler import compile as compile_graph
     from utvm.compiler.driver import CompileOptions
     from utvm.errors import CompileError, UsageError
@@ -135,13 +136,14 @@ def compile_from_args(args: argparse.Namespace, model: Path, say=None):  # noqa:
 
     compiled = build(None)  # the default build: with a tuning log, the baseline of its budgets
     if log is not None:
-        compiled = _apply_tuning_log(args, log, compiled, build, target, say)
+        compiled = _apply_tuning_log(args, log, compiled, build, target, say, on_choice)
     compiled.source_model_name = model.name
     compiled.source_model_bytes = model.read_bytes()
     return compiled
 
 
-def _apply_tuning_log(args: argparse.Namespace, log, default, build, target: str, say):  # noqa: ANN001, ANN202
+def _apply_tuning_log(args: argparse.Namespace, log, default, build, target: str, say,  # noqa: ANN001, ANN202
+                      on_choice=None):
     """The model compiled with the whole-model choice of the tuning log `log` (utvm.tune.budget) within the
     budget flags, `default` being its default build; the default build when the tuned plan's workspace comes
     out over the RAM budget after all (a schedule that changed more than its scratch), with a warning."""
@@ -153,6 +155,8 @@ def _apply_tuning_log(args: argparse.Namespace, log, default, build, target: str
 
     budgets = Budgets(args.max_code_growth, args.max_flash_growth, args.max_ram_growth)
     choice = choose_schedules(log.records, default, budgets, name=f"tuning log {args.tuning_log}")
+    if on_choice is not None:
+        on_choice(choice)
     compiled = default
     if choice.schedules:
         say(f"compiling again with the schedules of tuning log {args.tuning_log}")

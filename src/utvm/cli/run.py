@@ -132,7 +132,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from utvm.platform import get_platform
     from utvm.support.files import check_output_file
 
     say = progress_printer(args.quiet)
@@ -162,6 +161,43 @@ def _run(args: argparse.Namespace) -> int:
                                  else {"crt_config_file": Path(args.crt_config_file)}))
 
     say(f"starting {firmware.name} and running {compiled.run_function} over RPC")
+    outputs, latency, result, timings, layers = measure(
+        args, compiled, firmware, inputs, seed, say, profile=bool(args.profile or args.profile_plot))
+    if timings is not None and args.profile_plot:
+        from utvm.cli.run_profile import plot_profile
+
+        plot_profile(timings, args.profile_plot, f"{compiled.model_name} on {args.platform}")
+        say(f"wrote the profile plot {args.profile_plot}")
+    outputs_ok, checked_by = check(args, model, compiled, inputs, outputs, result, layers, say)
+    ok = outputs_ok is not False and (layers is None or layers.ok)
+    if args.json:
+        print(jsonout.dumps(result))
+    else:
+        _print_text(compiled, outputs, result, checked_by, ok, args.check or bool(args.oracle))
+        if "cycles" in result:
+            print(f"instructions: {result['cycles']} per run (deterministic instruction clock)")
+        if "cycles_est" in result:
+            print(f"estimated cycles: {result['cycles_est']} per run ({result['timing_model']} timing model, "
+                  "docs/timing.md)")
+        if timings is not None:
+            from utvm.cli.run_profile import format_profile
+
+            print(format_profile(timings, latency))
+        if layers is not None:
+            from utvm.layer_debug import format_layers
+
+            print(format_layers(layers))
+    return 0 if ok else EXIT_MISMATCH
+
+
+def measure(args: argparse.Namespace, compiled: Any, firmware: Path, inputs: list[Any], seed: int, say: Any,
+            profile: bool) -> tuple[list[Any], float | None, dict[str, Any], list[Any] | None, Any]:
+    """Run `compiled` in `firmware` on `args.platform` as `utvm run` does (the calls and their order, which the
+    figures depend on): the outputs, the latency, the --json object without the check's fields, the per-operator
+    timings (with `profile`) and the layer comparison (with --debug-layers). `utvm report` measures through
+    this too, so its figures are `run`'s."""
+    from utvm.platform import get_platform
+
     plat = get_platform(args.platform)
     # Platforms with an instruction-counting clock (QEMU under -icount) also report instructions ("cycles").
     ips = getattr(plat, "instructions_per_second", None)
@@ -171,7 +207,7 @@ def _run(args: argparse.Namespace) -> int:
         seen = session.timing_regions()  # the board's timing model (docs/timing.md), None without one
         outputs, latency = run_on_device(session, compiled, inputs, repeat=args.repeat)
         cycles_est = _model_cycles_est(session, seen, latency, ips)
-        if args.profile or args.profile_plot:
+        if profile:
             from utvm.cli.run_profile import profile_operators
 
             say(f"profiling {len(compiled.operators)} operators on the device")
@@ -191,13 +227,15 @@ def _run(args: argparse.Namespace) -> int:
         result["cycles_est"] = round(cycles_est)
         result["timing_model"] = getattr(plat, "timing_model", None)
     if timings is not None:
-        from utvm.cli.run_profile import format_profile, plot_profile
-
         result["profile"] = [t.to_json() for t in timings]
-        if args.profile_plot:
-            plot_profile(timings, args.profile_plot, f"{compiled.model_name} on {args.platform}")
-            say(f"wrote the profile plot {args.profile_plot}")
-    ok = True
+    return outputs, latency, result, timings, layers
+
+
+def check(args: argparse.Namespace, model: Path, compiled: Any, inputs: list[Any], outputs: list[Any],
+          result: dict[str, Any], layers: Any, say: Any) -> tuple[bool | None, str]:
+    """--check / --oracle and --debug-layers: their fields added to `result` (as `utvm run --json` prints
+    them); (whether the outputs agree with the reference, None without --check; the reference's name)."""
+    ok: bool | None = None
     checked_by = ""
     if args.check or args.oracle:
         say("running the reference interpreter")
@@ -207,23 +245,7 @@ def _run(args: argparse.Namespace) -> int:
         result.update(bit_exact=verdict.bit_exact, max_abs_err=verdict.max_abs_err)
     if layers is not None:
         result["debug_layers"] = layers.to_json()
-        ok = ok and layers.ok
-    if args.json:
-        print(jsonout.dumps(result))
-    else:
-        _print_text(compiled, outputs, result, checked_by, ok, args.check or bool(args.oracle))
-        if "cycles" in result:
-            print(f"instructions: {result['cycles']} per run (deterministic instruction clock)")
-        if "cycles_est" in result:
-            print(f"estimated cycles: {result['cycles_est']} per run ({result['timing_model']} timing model, "
-                  "docs/timing.md)")
-        if timings is not None:
-            print(format_profile(timings, latency))
-        if layers is not None:
-            from utvm.layer_debug import format_layers
-
-            print(format_layers(layers))
-    return 0 if ok else EXIT_MISMATCH
+    return ok, checked_by
 
 
 def _model_cycles_est(session: Any, seen: list[Any] | None, latency: float | None,
