@@ -171,24 +171,58 @@ def _levels(out: list[str], levels: Sequence[Level], y_of, x0: float, x1: float)
         out.append(_text(x1 - 4, ty, f"{esc(lv.label)} {fmt_bytes(lv.value)}", size=11, anchor="end", fill=lv.colour))
 
 
-def _axes(out: list[str], steps: int, vmax: float, x0: float, y0: float, plot_w: float, plot_h: float,
-          step_tips: Sequence[str]) -> None:
+@dataclass(frozen=True)
+class _StepFrame:
+    """The plot area of a chart over the execution steps: `steps` columns of width `w` from `x0`, bytes from
+    0 at the bottom to `vmax` at `y0`."""
+
+    x0: float
+    y0: float
+    plot_w: float
+    plot_h: float
+    vmax: float
+    steps: int
+
+    @property
+    def w(self) -> float:
+        return self.plot_w / max(self.steps, 1)
+
+    def y_of(self, v: float) -> float:
+        return self.y0 + self.plot_h - self.plot_h * v / self.vmax
+
+
+def _step_chart(kind: str, title: str, steps: int, vmax: float, width: float, height: float, x0: float,
+                right: float, step_tips: Sequence[str]) -> tuple[list[str], _StepFrame]:
+    """The opening of a chart over the execution steps: background, title, byte grid and step axis (a tooltip
+    per step); the frame its shapes are placed in."""
+    y0 = 28.0
+    f = _StepFrame(x0, y0, width - x0 - right, height - y0 - 44, vmax, steps)
+    out = _open(kind, width, height, title)
+    out.append(_text(x0, 18, esc(title), size=12, weight="bold"))
     for t in _ticks(vmax):
-        y = y0 + plot_h - plot_h * t / vmax
-        out.append(f'<line x1="{x0:.1f}" y1="{y:.1f}" x2="{x0 + plot_w:.1f}" y2="{y:.1f}" stroke="{GRID}"/>')
+        y = f.y_of(t)
+        out.append(f'<line x1="{x0:.1f}" y1="{y:.1f}" x2="{x0 + f.plot_w:.1f}" y2="{y:.1f}" stroke="{GRID}"/>')
         out.append(_text(x0 - 6, y + 4, f"{t:,}", size=10, anchor="end", fill=MUTED))
-    w = plot_w / max(steps, 1)
+    w = f.w
     every = max(1, steps // 24)
+    base = y0 + f.plot_h
     for s in range(steps):
         if s % every == 0:
-            out.append(_text(x0 + (s + 0.5) * w, y0 + plot_h + 14, str(s), size=10, anchor="middle", fill=MUTED))
+            out.append(_text(x0 + (s + 0.5) * w, base + 14, str(s), size=10, anchor="middle", fill=MUTED))
         tip = step_tips[s] if s < len(step_tips) else f"step {s}"
-        out.append(f'<rect x="{x0 + s * w:.2f}" y="{y0 + plot_h:.1f}" width="{w:.2f}" height="18" fill="none" '
+        out.append(f'<rect x="{x0 + s * w:.2f}" y="{base:.1f}" width="{w:.2f}" height="18" fill="none" '
                    f'pointer-events="all"><title>{esc(tip)}</title></rect>')
-    base = y0 + plot_h
-    out.append(f'<line x1="{x0:.1f}" y1="{base:.1f}" x2="{x0 + plot_w:.1f}" y2="{base:.1f}" stroke="{MUTED}"/>')
-    out.append(_text(x0 + plot_w / 2, y0 + plot_h + 30, "execution step (operator function)", size=11,
+    out.append(f'<line x1="{x0:.1f}" y1="{base:.1f}" x2="{x0 + f.plot_w:.1f}" y2="{base:.1f}" stroke="{MUTED}"/>')
+    out.append(_text(x0 + f.plot_w / 2, base + 30, "execution step (operator function)", size=11,
                      anchor="middle", fill=MUTED))
+    return out, f
+
+
+def _close_step_chart(out: list[str], f: _StepFrame, levels: Sequence[Level]) -> str:
+    """`levels` drawn over the shapes, and the chart's text."""
+    _levels(out, levels, f.y_of, f.x0, f.x0 + f.plot_w)
+    out.append("</svg>")
+    return "\n".join(out)
 
 
 def gantt(kind: str, bands: Sequence[Band], live: Sequence[int], levels: Sequence[Level], step_tips: Sequence[str],
@@ -196,33 +230,22 @@ def gantt(kind: str, bands: Sequence[Band], live: Sequence[int], levels: Sequenc
     """The memory plan over time: x the execution steps, y the byte offset in the workspace; each buffer a
     band over its live steps at its offset; the live bytes at each step as a dark step line; `levels` as
     horizontal lines (peak, bounds, pool limits)."""
-    steps = len(live)
-    x0, y0 = 70.0, 28.0
-    plot_w, plot_h = width - x0 - 16, height - y0 - 44
     vmax = max([b.offset + b.size for b in bands] + list(live) + [lv.value for lv in levels] + [1]) * 1.08
-    out = _open(kind, width, height, title)
-    out.append(_text(x0, 18, esc(title), size=12, weight="bold"))
-    w = plot_w / max(steps, 1)
-
-    def y_of(v: float) -> float:
-        return y0 + plot_h - plot_h * v / vmax
-
-    _axes(out, steps, vmax, x0, y0, plot_w, plot_h, step_tips)
+    out, f = _step_chart(kind, title, len(live), vmax, width, height, 70.0, 16, step_tips)
+    x0, w, y_of = f.x0, f.w, f.y_of
     for b in bands:
         top, bottom = y_of(b.offset + b.size), y_of(b.offset)
         span = max((b.end - b.start + 1) * w - 1, 1)
         out.append(f'<rect x="{x0 + b.start * w + 0.5:.2f}" y="{top:.2f}" width="{span:.2f}" '
                    f'height="{max(bottom - top, 1):.2f}" fill="{b.colour}" fill-opacity="0.85" stroke="#ffffff" '
                    f'stroke-width="0.5"><title>{esc(b.tip)}</title></rect>')
-    if steps:
+    if live:
         pts = []
         for s, v in enumerate(live):
             pts += [f"{x0 + s * w:.2f},{y_of(v):.2f}", f"{x0 + (s + 1) * w:.2f},{y_of(v):.2f}"]
         out.append(f'<polyline points="{" ".join(pts)}" fill="none" stroke="{INK}" stroke-width="2">'
                    "<title>live bytes at each step</title></polyline>")
-    _levels(out, levels, y_of, x0, x0 + plot_w)
-    out.append("</svg>")
-    return "\n".join(out)
+    return _close_step_chart(out, f, levels)
 
 
 def stacked_steps(kind: str, steps: Sequence[Sequence[tuple[str, int, str]]], levels: Sequence[Level],
@@ -230,19 +253,9 @@ def stacked_steps(kind: str, steps: Sequence[Sequence[tuple[str, int, str]]], le
                   vmax: float = 0.0) -> str:
     """Live bytes per step as stacked columns: each step a column of its live buffers (label, bytes, colour),
     the same buffer in the same colour from step to step (a band); `levels` as horizontal lines."""
-    n = len(steps)
-    x0, y0 = 64.0, 28.0
-    plot_w, plot_h = width - x0 - 12, height - y0 - 44
     top = max([sum(b for _l, b, _c in col) for col in steps] + [lv.value for lv in levels] + [1])
-    vmax = max(vmax, top * 1.08)
-    out = _open(kind, width, height, title)
-    out.append(_text(x0, 18, esc(title), size=12, weight="bold"))
-    w = plot_w / max(n, 1)
-
-    def y_of(v: float) -> float:
-        return y0 + plot_h - plot_h * v / vmax
-
-    _axes(out, n, vmax, x0, y0, plot_w, plot_h, step_tips)
+    out, f = _step_chart(kind, title, len(steps), max(vmax, top * 1.08), width, height, 64.0, 12, step_tips)
+    x0, w, y_of = f.x0, f.w, f.y_of
     for s, col in enumerate(steps):
         acc = 0
         for label, nbytes, colour in col:
@@ -253,6 +266,4 @@ def stacked_steps(kind: str, steps: Sequence[Sequence[tuple[str, int, str]]], le
                        f'height="{max(y_bot - y_top, 0.5):.2f}" fill="{colour}" stroke="#ffffff" stroke-width="0.5">'
                        f"<title>{esc(f'step {s}: {label}, {nbytes:,} B')}</title></rect>")
             acc += nbytes
-    _levels(out, levels, y_of, x0, x0 + plot_w)
-    out.append("</svg>")
-    return "\n".join(out)
+    return _close_step_chart(out, f, levels)

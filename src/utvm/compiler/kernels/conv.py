@@ -540,17 +540,22 @@ class _Direct:
                        block("", row("0")) if kh == 1 else for_loop("ky", 0, kh, row("ky")),
                        f"acc += {init_tab}[oc];"]
         per_channel.append(self.epilogue_int8("acc", "oc", "yp[oc]", add_bias=False))
-        head = f"const int8_t* const xw = xb + (iy0 * {w} + ix0) * {c};\n"
-        return head + _channel_loops(g, og, n_out, per_channel)
+        return self._window_head() + _channel_loops(g, og, n_out, per_channel)
 
-    def depthwise_fast_inner(self, init_tab: str, unrolled: bool) -> str:
+    def _depthwise_dims(self) -> tuple[int, int, int, int, int, int, int, int, str]:
+        """What the depthwise emitters read of the layer: input width and channels, output channels, kernel
+        height and width, dilations, depth multiplier, and the weights' C name."""
         p = self.p
         _, _, w, c = p.input_shape
-        n_out = p.output_shape[3]
-        kh, kw = p.kernel
-        dh, dw = p.dilation
-        m = p.depth_multiplier
-        wts = self.ctx.inputs[1]
+        return (w, c, p.output_shape[3], *p.kernel, *p.dilation, p.depth_multiplier, self.ctx.inputs[1])
+
+    def _window_head(self) -> str:
+        """`xw`: the first input value of the window at (iy0, ix0), the interior windows' base."""
+        _, _, w, c = self.p.input_shape
+        return f"const int8_t* const xw = xb + (iy0 * {w} + ix0) * {c};\n"
+
+    def depthwise_fast_inner(self, init_tab: str, unrolled: bool) -> str:
+        w, c, n_out, kh, kw, dh, dw, m, wts = self._depthwise_dims()
         ic = "oc" if m == 1 else f"oc / {m}"
         out = [f"const int8_t* const xc = xw + {ic};", f"const int8_t* const wc = {wts} + oc;", "int32_t acc = 0;"]
         if unrolled:
@@ -561,25 +566,20 @@ class _Direct:
                 f"acc += (int32_t)xc[(ky * {dh * w} + kx * {dw}) * {c}] * wc[(ky * {kw} + kx) * {n_out}];"))))
         out.append(f"acc += {init_tab}[oc];")
         out.append(self.epilogue_int8("acc", "oc", "yp[oc]", add_bias=False))
-        return f"const int8_t* const xw = xb + (iy0 * {w} + ix0) * {c};\n" + for_loop("oc", 0, n_out, out)
+        return self._window_head() + for_loop("oc", 0, n_out, out)
 
     def depthwise_border_inner(self) -> str:
         """Per output channel over the in-bounds taps, the input offset in the product (TFLite's form)."""
-        p = self.p
-        _, _, w, c = p.input_shape
-        n_out = p.output_shape[3]
-        kw = p.kernel[1]
-        m = p.depth_multiplier
-        wts = self.ctx.inputs[1]
+        w, c, n_out, _, kw, dh, dw, m, wts = self._depthwise_dims()
         ic = "oc" if m == 1 else f"oc / {m}"
         epilogue = self.epilogue_int8("acc", "oc", "yp[oc]")
         return for_loop("oc", 0, n_out, [
             f"const int8_t* const xc = xb + {ic};", f"const int8_t* const wc = {wts} + oc;", "int32_t acc = 0;",
             for_loop("ky", "ky_lo", "ky_hi", [
-                f"const int8_t* const xr = xc + ({pos('iy0', 'ky', p.dilation[0])}) * {w * c};",
+                f"const int8_t* const xr = xc + ({pos('iy0', 'ky', dh)}) * {w * c};",
                 f"const int8_t* const wr = wc + ky * {kw * n_out};",
                 for_loop("kx", "kx_lo", "kx_hi",
-                         f"acc += ((int32_t)xr[({pos('ix0', 'kx', p.dilation[1])}) * {c}] + input_offset) * "
+                         f"acc += ((int32_t)xr[({pos('ix0', 'kx', dw)}) * {c}] + input_offset) * "
                          f"wr[kx * {n_out}];")]),
             epilogue])
 
@@ -589,13 +589,7 @@ class _Direct:
         `init_tab` the whole window (interior: acc = sum x * w + acc_init; its taps written out when
         `unrolled`); without it the in-bounds taps of a border window in TFLite's form ((x + input_offset) * w,
         then the bias)."""
-        p = self.p
-        _, _, w, c = p.input_shape
-        n_out = p.output_shape[3]
-        kh, kw = p.kernel
-        dh, dw = p.dilation
-        m = p.depth_multiplier
-        wts = self.ctx.inputs[1]
+        w, c, n_out, kh, kw, dh, dw, m, wts = self._depthwise_dims()
         accs = [f"acc{j}" for j in range(m)]
 
         def tap(xexpr: str, wexpr: str) -> str:
@@ -612,7 +606,7 @@ class _Direct:
             else:
                 out.append(for_loop("ky", 0, kh, for_loop("kx", 0, kw, tap(
                     f"(int32_t)xc[(ky * {dh * w} + kx * {dw}) * {c}]", f"wc + (ky * {kw} + kx) * {n_out}"))))
-            head = f"const int8_t* const xw = xb + (iy0 * {w} + ix0) * {c};\n"
+            head = self._window_head()
         else:
             out.insert(0, "const int8_t* const xc = xb + ic;")
             out.append(for_loop("ky", "ky_lo", "ky_hi", [
