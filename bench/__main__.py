@@ -6,7 +6,8 @@ still run; the exit status is non-zero if any failed.
 Benchmarks: framing_c, models (host latency against LiteRT), rpc, and kernels (instructions and estimated
 cycles per inference on a QEMU board, qemu-cortex-m4 unless --board says otherwise, utvm default and tuned
 against TFLM's reference and CMSIS-NN firmware; its first run tunes the four models on QEMU, about ten
-minutes, and caches the logs).
+minutes, and caches the logs), and tune_scaling (`utvm tune` of KWS on qemu-cortex-m4 with 1 and 2 device
+workers on Ray, and the runtime cache's saving per candidate; several minutes).
 """
 
 from __future__ import annotations

@@ -39,6 +39,6 @@ stamp=.venv/.utvm-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ tools/bootstrap.sh -nt "$stamp" ]; then
   echo "utvm: installing the package and its test dependencies into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[test,tune]'
+  .venv/bin/python -m pip install -q -e '.[test,tune,distributed]'
   touch "$stamp"
 fi

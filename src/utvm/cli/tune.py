@@ -16,17 +16,23 @@ the default on the others); off QEMU, seconds. Each record also holds the candid
 scratch bytes.
 
 Every measured candidate is appended to LOG at once (JSON lines; an existing log is appended to, never
-replaced): Ctrl-C keeps what was measured, and running the same command again resumes, skipping every
-(task, schedule) already in the log. An existing LOG must be empty or a tuning log (every line a record): any
-other file is refused (exit 2) before any work and left as it is. Progress goes to stderr, one line per batch;
-the table of default vs best per task (best within the budgets per task) and the whole-model choice within
---max-flash-growth and --max-ram-growth (what `--tuning-log` will apply) go to stdout. Apply the log with
-`--tuning-log LOG` on compile, run, deploy or size, with the same --target (or --platform) and --rounding:
-task keys include both.
+replaced): Ctrl-C keeps what was measured, and running the same command again resumes, skipping every (task,
+schedule) already in the log but those whose error was the device's (error_kind device: measured again). An
+existing LOG must be empty or a tuning log (every line a record): any other file is refused (exit 2) before
+any work and left as it is. Progress goes to stderr, one line per batch; the table of default vs best per task
+(best within the budgets per task) and the whole-model choice within --max-flash-growth and --max-ram-growth
+(what `--tuning-log` will apply) go to stdout. Apply the log with `--tuning-log LOG` on compile, run, deploy
+or size, with the same --target (or --platform) and --rounding: task keys include both.
 
 Strategies: grid (every legal point in order), random (seeded sampling), model (a learned cost model,
 gradient-boosted trees on the knobs; needs `pip install 'utvm[tune]'`), auto (the default: model when
 scikit-learn is installed, else random; the first progress line says which).
+
+Scaling out (needs `pip install 'utvm[distributed]'`, Ray): --workers N measures on N devices of --platform at
+once, each in a Ray actor, the candidates' firmware built as Ray tasks in parallel; --ray-address ADDR joins a
+Ray cluster instead of starting a local one; --farm farm.toml names the devices (groups of a platform, a
+board.toml, a count and the Ray resources of the node each needs; docs/tuning.md, "Scaling out"). Only this
+process writes LOG; with the grid and random strategies it ends up holding the records serial tuning writes.
 """
 
 from __future__ import annotations
@@ -74,6 +80,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--summary", metavar="LOG.jsonl", type=A.nonempty_path, default=None,
                    help="print the default vs best cost of every task in LOG and exit (no tuning); with a MODEL, "
                         "also the whole-model choice within the budgets")
+    p.add_argument("--workers", type=A.positive_int, default=1, metavar="N",
+                   help="devices of --platform measuring at once, on Ray (default 1: no Ray; needs the "
+                        "`distributed` extra)")
+    p.add_argument("--ray-address", metavar="ADDR", default=None,
+                   help="a Ray cluster to join (default: start a local Ray when --workers > 1 or --farm)")
+    p.add_argument("--farm", metavar="FARM.toml", type=A.nonempty_path, default=None,
+                   help="the devices to measure on (platforms, counts, board configs, node resources), instead of "
+                        "--platform and --workers")
     A.add_budget_options(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=run)
@@ -146,13 +160,22 @@ def _tune(args: argparse.Namespace) -> int:
 
     out = check_output_file(args.output, "-o", A.input_paths(args))
     model = Path(args.model)  # an existing, readable regular file (A.model_file)
+    farm = None
+    if args.workers > 1 or args.farm is not None or args.ray_address is not None:
+        from utvm.tune.farm import configure
+
+        if args.ray_address is not None and not args.ray_address.strip():
+            raise UsageError("--ray-address: give the address of a Ray cluster (e.g. ray://head:10001)")
+        # (Ray is checked for before any work: without it, one line saying how to install it)
+        farm = configure(args.platform, args.workers, args.farm, args.ray_address)
+        args.platform = farm.groups[0].platform  # the farm names the platforms
     target = get_target(_target(args))
     check_strategy(args.strategy)  # a missing optional dependency fails before any work
     say = progress_printer(args.quiet)
     result = tune(model, out, args.platform, target=target.name, rounding=args.rounding, trials=args.trials,
                   strategy=args.strategy, batch=args.batch, timeout=args.timeout, seed=args.seed, progress=say,
                   max_code_growth=args.max_code_growth, max_flash_growth=args.max_flash_growth,
-                  max_ram_growth=args.max_ram_growth, cost=args.cost)
+                  max_ram_growth=args.max_ram_growth, cost=args.cost, farm=farm)
     if not result.tasks:
         print(shown(f"no operator of {model} has a schedule space on {target.name}: nothing to tune"))
         return 0

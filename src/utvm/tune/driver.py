@@ -6,10 +6,14 @@
 
 For each task (`extract_tasks`), in the order its first node runs: the default point first (the baseline),
 then the strategy's proposals, `batch` points per evaluation firmware (`Measurer`), until `trials` points
-of the task are in the log or the space has no legal point left. Each measured candidate is appended to
-the log at once (`log.append`); a re-run reads the log first and skips every (task, schedule) pair it
-holds, with or without an error, so an interrupted run resumes where it stopped and a finished one
-returns at once. Only this driver writes the log.
+of the task are in the log or the space has no legal point left (utvm.tune.plan decides the batches).
+Each measured candidate is appended to the log at once (`log.append`); a re-run reads the log first and
+skips every (task, schedule) pair it holds, with or without an error, but for those whose error was the
+device's (`log.retried`: measured again), so an interrupted run resumes where it stopped and a finished
+one returns at once. Only this driver writes the log.
+
+With `workers` > 1, `farm` or `ray_address`, the batches are built and measured on a device farm on Ray
+(utvm.tune.farm): the same plans, the same records, written here as they come back from the devices.
 
 Progress (through `progress(message)`): per batch, a line `task i/n <description>: done/total trials, best
 <cost> = <ratio>x the default <cost>, errors, ETA <remaining time>`. Its best and default are what the final
@@ -38,20 +42,13 @@ from pathlib import Path
 from typing import Any
 
 import utvm
-from utvm.compiler.schedule import Schedule, describe_workload
+from utvm.compiler.schedule import describe_workload
 from utvm.errors import UsageError
 from utvm.support.text import shown
 from utvm.tune import log as tlog
 from utvm.tune.measure import COSTS, UNIT_CYCLES, UNIT_INSTRUCTIONS, CandidateHook, Measurer
-from utvm.tune.strategy import (
-    AUTO,
-    STRATEGIES,
-    check_strategy,
-    legal_points,
-    make_strategy,
-    point_key,
-    resolve_strategy,
-)
+from utvm.tune.plan import TaskPlan
+from utvm.tune.strategy import AUTO, STRATEGIES, check_strategy, legal_points, point_key, resolve_strategy
 from utvm.tune.tasks import Task, extract_tasks
 
 #: Points measured per task unless told otherwise (fewer when the space has fewer legal points).
@@ -195,9 +192,13 @@ def _record(task: Task, res: Any, target: str, default: bool, platform: str) -> 
         cost = None
         error = str(error)[:tlog.MAX_ERROR_CHARS]
     sizes = [tlog.byte_count(getattr(res, k, None)) for k in tlog.FOOTPRINTS]  # out of range or a bool: unknown
+    kind = None
+    if error is not None:  # what failed (log.ERROR_KINDS); a cost that is no cost is the result's
+        kind = getattr(res, "error_kind", None) if res.error is not None else tlog.ERROR_RESULT
+        kind = kind if kind in tlog.ERROR_KINDS else tlog.ERROR_RESULT
     return tlog.Record(task.key, target, dict(res.schedule), None if cost is None else float(cost), res.unit, error,
                        utvm.__version__[:tlog.MAX_TEXT], dict(task.workload), _now(), default,
-                       str(platform)[:tlog.MAX_TEXT], *sizes)
+                       str(platform)[:tlog.MAX_TEXT], *sizes, kind)
 
 
 def tune(model: Any, log_path: str | os.PathLike[str], platform: str = "host", *, target: str | None = None,
@@ -206,7 +207,8 @@ def tune(model: Any, log_path: str | os.PathLike[str], platform: str = "host", *
          progress: Callable[[str], None] | None = None, on_candidate: CandidateHook | None = None,
          only: Sequence[str] | None = None, measurer: Measurer | None = None,
          max_code_growth: float | None = tlog.DEFAULT_MAX_CODE_GROWTH, max_flash_growth: float | None = None,
-         max_ram_growth: float | None = None, cost: str | None = None) -> TuneResult:
+         max_ram_growth: float | None = None, cost: str | None = None, workers: int = 1,
+         ray_address: str | None = None, farm: Any = None) -> TuneResult:
     """Tune every task of `model` (a .tflite/.onnx path or an imported Graph) on `platform`, appending to
     the log at `log_path` (see the module docstring). `target`: the CPU to generate code for (default:
     the platform's). `strategy`: grid, random, model or auto (model when scikit-learn is installed, else
@@ -214,8 +216,21 @@ def tune(model: Any, log_path: str | os.PathLike[str], platform: str = "host", *
     runs before each candidate is measured (tests use it to kill the device). `max_code_growth`,
     `max_flash_growth`, `max_ram_growth`: the per-task budgets of the progress lines' and the summary's best
     (log.best_records). `cost`: what is measured and minimised (measure.COSTS; None: the platform's
-    default, see measure.cost_unit)."""
+    default, see measure.cost_unit). `workers` > 1 (devices of `platform`), `farm` (a farm file or a
+    farm.FarmConfig) or `ray_address` (a Ray cluster to join) measure on a device farm on Ray
+    (utvm.tune.farm; `on_candidate` then runs on the devices and must be picklable); without them Ray is
+    never imported."""
     say = progress or (lambda _m: None)
+    farm_config = None
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise UsageError(f"workers must be an integer >= 1, got {workers!r}")
+    if workers > 1 or farm is not None or ray_address is not None:
+        from utvm.tune import farm as tfarm
+
+        if measurer is not None:
+            raise UsageError("a measurer measures in this process: give no measurer with workers, farm or ray_address")
+        farm_config = tfarm.configure(platform, workers, farm, ray_address)
+        platform = farm_config.groups[0].platform
     if strategy not in (*STRATEGIES, AUTO):
         raise UsageError(f"unknown strategy {strategy!r}; choose one of {', '.join((AUTO, *STRATEGIES))}")
     strategy = resolve_strategy(strategy)
@@ -231,8 +246,11 @@ def tune(model: Any, log_path: str | os.PathLike[str], platform: str = "host", *
     check_strategy(strategy)
     path = tlog.check_writable(log_path)
     records = tlog.read(path)  # a file that is not a tuning log fails before any work, and is left as it is
-    m = measurer or Measurer(platform, target, timeout=timeout, seed=seed, on_candidate=on_candidate,
-                             progress=lambda msg: None, cost=cost)
+    if farm_config is not None:
+        m = tfarm.driver_measurer(farm_config, target, timeout=timeout, seed=seed, cost=cost)
+    else:
+        m = measurer or Measurer(platform, target, timeout=timeout, seed=seed, on_candidate=on_candidate,
+                                 progress=lambda msg: None, cost=cost)
     if cost is not None and measurer is not None and COSTS.get(cost) != measurer.unit:
         raise UsageError(f"cost {cost!r}: the measurer given measures {measurer.unit}")
     t_start = time.monotonic()
@@ -243,7 +261,8 @@ def tune(model: Any, log_path: str | os.PathLike[str], platform: str = "host", *
         if unknown:
             raise UsageError(f"the model has no task {', '.join(unknown)}")
         tasks = [t for t in tasks if t.key in set(only)]
-    say(f"{len(tasks)} task(s) on {_cell(m.platform_name)} (target {m.target}); costs in {m.unit}; "
+    where = _cell(m.platform_name) if farm_config is None else farm_config.describe()
+    say(f"{len(tasks)} task(s) on {where} (target {m.target}); costs in {m.unit}; "
         f"{trials} trials per task, {strategy} search, {batch} candidates per firmware; log {_cell(path)}")
     # A point written before a knob was renamed or its space became conditional is read as the space names
     # it now (Space.normalize): an old log resumes instead of measuring its points again, and the same point
@@ -265,47 +284,44 @@ def tune(model: Any, log_path: str | os.PathLike[str], platform: str = "host", *
     for t in tasks:
         legal = legal_points(t.space)
         budgets.append(min(trials, len(legal)) if legal is not None else trials)
-    resumed = sum(min(len(done[t.key]), b) for t, b in zip(tasks, budgets, strict=True))
+    plans = [TaskPlan(t, b, done[t.key], strategy, task_seed(seed, t.key)) for t, b in zip(tasks, budgets, strict=True)]
+    resumed = sum(min(sum(1 for r in done[p.task.key].values() if not tlog.retried(r)), p.budget) for p in plans)
     clock = {"measured": 0, "seconds": 0.0}  # this run's candidates and the time they took
 
-    for ti, (task, budget) in enumerate(zip(tasks, budgets, strict=True)):
-        space = task.space
-        mine = {k: r for k, r in done[task.key].items() if space.check(r.schedule) is None}
-        history = [(dict(r.schedule), r.cost if r.ok else None) for r in mine.values()]
-        strat = make_strategy(strategy, space, task_seed(seed, task.key), history)
-        default_key = point_key(space.default)
+    def line(ti: int) -> str:
+        plan = plans[ti]
+        later = sum(q.left for q in plans[ti + 1:])
+        eta = (plan.left + later) * clock["seconds"] / clock["measured"] if clock["measured"] else None
+        return progress_line(ti, len(tasks), plan.task, plan.budget, plan.mine, m.unit, eta, limits,
+                             list(done[plan.task.key].values()))
 
-        def line(task: Task = task, ti: int = ti, budget: int = budget, mine: dict = mine) -> str:
-            later = sum(max(0, b - len(done[t.key])) for t, b in zip(tasks[ti + 1:], budgets[ti + 1:], strict=True))
-            left = max(0, budget - len(mine)) + later
-            eta = left * clock["seconds"] / clock["measured"] if clock["measured"] else None
-            return progress_line(ti, len(tasks), task, budget, mine, m.unit, eta, limits,
-                                 list(done[task.key].values()))
+    def take(ti: int, res: Any, platform_name: str) -> None:
+        """Log one measurement of task `ti` (only this driver writes the log) and tell its plan."""
+        plan = plans[ti]
+        rec = _record(plan.task, res, m.target, point_key(res.schedule) == plan.default_key, platform_name)
+        tlog.append(path, [rec])
+        plan.record(rec)
+        done[plan.task.key][rec.schedule_key()] = rec
+        clock["measured"] += 1
 
-        say(line())
-        while len(mine) < budget:
-            want = min(batch, budget - len(mine))
-            points: list[Schedule] = []
-            if default_key not in mine:
-                points.append(dict(space.default))
-                strat.seen.add(default_key)
-            points += strat.propose(want - len(points))
-            if not points:
-                break  # every legal point is measured
-            t0 = time.monotonic()
-            for res in m.measure(task, points):
-                rec = _record(task, res, m.target, point_key(res.schedule) == default_key, m.platform_name)
-                tlog.append(path, [rec])
-                mine[rec.schedule_key()] = rec
-                done[task.key][rec.schedule_key()] = rec
-                strat.update([(dict(res.schedule), rec.cost if rec.ok else None)])
-                clock["measured"] += 1
-            clock["seconds"] += time.monotonic() - t0
-            say(line())
+    if farm_config is not None:
+        stats = tfarm.run(plans, farm_config, take=take, line=line, say=say, clock=clock, batch=batch,
+                          target=m.target, unit=m.unit, cost=cost, timeout=timeout, seed=seed,
+                          on_candidate=on_candidate)
+    else:
+        for ti, plan in enumerate(plans):
+            say(line(ti))
+            while points := plan.next_batch(batch):
+                t0 = time.monotonic()
+                for res in m.measure(plan.task, points):
+                    take(ti, res, m.platform_name)
+                clock["seconds"] += time.monotonic() - t0
+                say(line(ti))
+        stats = dict(m.stats)
 
     summaries = tlog.summarize([r for k in done for r in done[k].values()], describe_workload, limits.code,
                                max_flash_growth=limits.flash, max_ram_growth=limits.ram, unit=m.unit)
-    return TuneResult(tasks, summaries, int(clock["measured"]), resumed, time.monotonic() - t_start, dict(m.stats),
+    return TuneResult(tasks, summaries, int(clock["measured"]), resumed, time.monotonic() - t_start, stats,
                       m.unit, m.target)
 
 

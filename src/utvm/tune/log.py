@@ -21,6 +21,12 @@ schedule, each a byte count or null (unknown):
   reordered weights included (utvm.compiler.footprint);
 - `scratch`: the scratch buffer one call asks for, as the memory planner places it (utvm.compiler.footprint).
 
+and `error_kind`, what failed when `error` is not null (ERROR_KINDS): `build` (the candidate did not compile
+or build: the point's fault), `result` (it ran and gave a wrong output, an error code or no usable cost: the
+point's fault) or `device` (the device hung, crashed or its link failed while it ran: perhaps the point's
+fault, perhaps the device's). A resumed run measures a `device` record's point again (`retried`); a record
+without the key (written before it existed) is classified by its error's wording (`error_kind`).
+
 Applying a log: `best_records` / `best_schedules` choose per task (the fastest record within a per-task
 budget: by default code at most DEFAULT_MAX_CODE_GROWTH over the default point's); `utvm compile
 --tuning-log` chooses for the whole model within flash and workspace budgets (utvm.tune.budget). Only the
@@ -127,6 +133,16 @@ _KNOB = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 #: before `code` existed begin with "cost"): what a line cut short by a crash begins with.
 _WRITER_PREFIXES = (b'{"code": ', b'{"cost": ')
 _RECORD_KEYS = ("task", "target", "schedule", "cost", "unit", "error", "utvm")
+#: What an `error_kind` says failed (module docstring): the candidate's build, its result, or the device.
+ERROR_BUILD = "build"
+ERROR_RESULT = "result"
+ERROR_DEVICE = "device"
+ERROR_KINDS = (ERROR_BUILD, ERROR_RESULT, ERROR_DEVICE)
+#: How the tuner's errors of each kind begin (utvm.tune.measure): what classifies a record written before
+#: `error_kind` existed.
+_DEVICE_ERRORS = ("the device hung", "the device crashed or reset")
+_BUILD_ERRORS = ("compiling the candidate failed", "building the candidate failed", "not a point of the task's space",
+                 "the kernel refused the schedule", "the candidate's operators")
 
 
 class TuningLogError(UsageError):
@@ -160,6 +176,8 @@ class Record:
     weights: int | None = None
     #: bytes of scratch buffer one call of the schedule asks for in the workspace (None: not recorded)
     scratch: int | None = None
+    #: what failed when `error` is set (ERROR_KINDS; None: not recorded, see `error_kind`)
+    error_kind: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -176,7 +194,7 @@ class Record:
         return {"task": self.task, "target": self.target, "schedule": dict(self.schedule),
                 "cost": self.cost, "unit": self.unit, "error": self.error, "utvm": self.utvm,
                 "workload": self.workload, "time": self.time, "default": self.default, "platform": self.platform,
-                "code": self.code, "weights": self.weights, "scratch": self.scratch}
+                "code": self.code, "weights": self.weights, "scratch": self.scratch, "error_kind": self.error_kind}
 
     @staticmethod
     def from_json(d: Any, where: str) -> Record:
@@ -257,8 +275,14 @@ def _record(d: Any) -> Record:
     if workload and workload.get("op") != task.partition(":")[0]:  # a row names the operator of its task
         raise _Refusal(f"'workload.op' {_brief(workload.get('op'))} is not the operator of task {_brief(task)}")
     code, weights, scratch = (_byte_count(d, key) for key in FOOTPRINTS)
+    kind = d.get("error_kind")
+    if kind is not None:
+        if not isinstance(kind, str) or kind not in ERROR_KINDS:
+            raise _Refusal(f"'error_kind' {_brief(kind)} is not one of {', '.join(ERROR_KINDS)} (or null)")
+        if error is None:
+            raise _Refusal(f"'error_kind' {_brief(kind)} without an 'error'")
     return Record(task, target, schedule, None if cost is None else float(cost), unit, error, version,
-                  workload, _text(d, "time"), default, _text(d, "platform"), code, weights, scratch)
+                  workload, _text(d, "time"), default, _text(d, "platform"), code, weights, scratch, kind)
 
 
 def _json_type(value: Any) -> str:
@@ -640,9 +664,30 @@ def _make_appendable(f: Any, p: Path, st: os.stat_result) -> None:
 
 
 def measured(records: Iterable[Record]) -> set[tuple[str, str]]:
-    """The (task, schedule) pairs the log holds (with or without an error): what a resumed run skips.
-    The schedule is `Record.schedule_key()`, the canonical JSON of the point."""
-    return {(r.task, r.schedule_key()) for r in records}
+    """The (task, schedule) pairs the log holds (with or without an error) but for those a resumed run
+    measures again (`retried`): what a resumed run skips. The schedule is `Record.schedule_key()`, the
+    canonical JSON of the point."""
+    return {(r.task, r.schedule_key()) for r in records if not retried(r)}
+
+
+def error_kind(r: Record) -> str | None:
+    """What failed in `r` (ERROR_KINDS), None without an error: its `error_kind`, or for a record written
+    before that key existed, what its error's wording says (the tuner's device failures begin "the device
+    hung" or "the device crashed or reset", its build failures as _BUILD_ERRORS; anything else is a result)."""
+    if r.error is None:
+        return None
+    if r.error_kind is not None:
+        return r.error_kind
+    if r.error.startswith(_DEVICE_ERRORS):
+        return ERROR_DEVICE
+    return ERROR_BUILD if r.error.startswith(_BUILD_ERRORS) else ERROR_RESULT
+
+
+def retried(r: Record) -> bool:
+    """Does a resumed run measure the point of `r` again? Yes when its error was the device's or the
+    link's (`error_kind` device): a one-off failure of a device says nothing of the point. A wrong result
+    or a failed build is the point's own and stays."""
+    return error_kind(r) == ERROR_DEVICE
 
 
 # --- one measurement per point, one default per task -------------------------------------------------

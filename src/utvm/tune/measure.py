@@ -35,9 +35,14 @@ Each candidate's footprint besides time is recorded with it: its machine code (u
 target compiler, in a thread while the batch builds and runs) and its constant bytes and scratch bytes
 (utvm.compiler.footprint, from the lowering: nothing is built for them).
 
+Every error says what failed (`Measurement.error_kind`, utvm.tune.log.ERROR_KINDS): `build` (steps 1-2),
+`result` (a wrong output, an error code) or `device` (step 4).
+
 Results are yielded one by one, as they are known, so the caller can log each at once (Ctrl-C loses
-nothing measured). The batch firmware is removed from utvm's build cache once measured (it is never
-reused; a tuning run would otherwise leave hundreds of them).
+nothing measured). The steps are also methods of their own, for the device farm (utvm.tune.farm), which
+builds on one machine and measures on another: `compile` (1), `batches` and `build` (2, the code sizes
+resolved: `resolve`), `open_device` and `measure_candidate` (3, 4). The batch firmware is removed from
+utvm's build cache once measured (it is never reused; a tuning run would otherwise leave hundreds of them).
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ from utvm.errors import (
     TransportError,
     UsageError,
 )
+from utvm.tune.log import ERROR_BUILD, ERROR_DEVICE, ERROR_RESULT
 from utvm.tune.tasks import Task
 
 UNIT_INSTRUCTIONS = "instructions"
@@ -100,24 +106,49 @@ class Measurement:
     weights: int | None = None
     #: scratch bytes one call asks for (utvm.compiler.footprint; None: unknown)
     scratch: int | None = None
+    #: what failed when `error` is set: build, result or device (utvm.tune.log.ERROR_KINDS)
+    error_kind: str | None = None
 
     @property
     def ok(self) -> bool:
         return self.error is None and self.cost is not None
 
 
+@dataclass(frozen=True)
+class OpInfo:
+    """What measuring a candidate's operator needs of it: its function name, its scratch bytes and the names
+    of its input and output tensors (of the task's graph)."""
+
+    name: str
+    scratch_bytes: int
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    @staticmethod
+    def of(op: Any) -> OpInfo:  # an OperatorInfo of a CompiledModel
+        return OpInfo(str(op.name), int(op.scratch_bytes or 0), tuple(t.name for t in op.inputs),
+                      tuple(t.name for t in op.outputs))
+
+
 @dataclass
 class _Candidate:
     index: int
     schedule: Schedule
-    compiled: Any = None  # CompiledModel
+    compiled: Any = None  # CompiledModel (None once `resolve`d: what remains is `info`)
     error: str | None = None
-    code: Any = None  # a Future of utvm.tune.codesize.code_bytes
+    code: Any = None  # a Future of utvm.tune.codesize.code_bytes, or its result once `resolve`d
     footprint: Any = None  # utvm.compiler.footprint.TaskFootprint (None: unknown)
+    error_kind: str | None = None
+    info: OpInfo | None = None
 
     @property
-    def op(self) -> Any:  # OperatorInfo
-        return self.compiled.operators[0]
+    def op(self) -> OpInfo:
+        if self.info is None:
+            self.info = OpInfo.of(self.compiled.operators[0])
+        return self.info
+
+    def fail(self, error: str, kind: str) -> None:
+        self.error, self.error_kind = error, kind
 
     @property
     def source_name(self) -> str:
@@ -262,7 +293,7 @@ class Measurer:
         cand = _Candidate(index, dict(point))
         reason = task.space.check(point)
         if reason is not None:
-            cand.error = f"not a point of the task's space: {reason}"
+            cand.fail(f"not a point of the task's space: {reason}", ERROR_BUILD)
             return cand
         try:
             with warnings.catch_warnings(record=True) as caught:
@@ -271,15 +302,15 @@ class Measurer:
                                          target=self.target, schedules={task.key: dict(point)}, passes=False,
                                          task_counts={task.key: task.count})
         except Exception as exc:  # a kernel that fails on one point costs that point only
-            cand.error = f"compiling the candidate failed: {type(exc).__name__}: {one_line(exc)}"
+            cand.fail(f"compiling the candidate failed: {type(exc).__name__}: {one_line(exc)}", ERROR_BUILD)
             return cand
         ops = [op for op in compiled.operators if op.task]
         if len(compiled.operators) != 1 or len(ops) != 1 or ops[0].task != task.key:
             found = ", ".join(op.task or op.op for op in compiled.operators) or "none"
-            cand.error = f"the candidate's operators ({found}) are not the task {task.key}"
+            cand.fail(f"the candidate's operators ({found}) are not the task {task.key}", ERROR_BUILD)
         elif ops[0].schedule_source != "given":
             why = "; ".join(one_line(w.message) for w in caught) or "the kernel used its default point"
-            cand.error = f"the kernel refused the schedule: {why}"
+            cand.fail(f"the kernel refused the schedule: {why}", ERROR_BUILD)
         else:
             cand.compiled = compiled
             cand.footprint = _footprint(task, point, self.target)
@@ -314,14 +345,15 @@ class Measurer:
         if named or len(cands) == 1:
             bad = [by_index[i] for i in named] or cands
             for c in bad:
-                c.error = f"building the candidate failed: {one_line(named.get(c.index) or _first_error(text))}"
+                c.fail(f"building the candidate failed: {one_line(named.get(c.index) or _first_error(text))}",
+                       ERROR_BUILD)
                 failed.append(c)
             return self._build([c for c in cands if c not in bad], failed)
         half = len(cands) // 2
         self.progress(f"the firmware of {len(cands)} candidates failed to build; splitting it")
         return self._build(cands[:half], failed) + self._build(cands[half:], failed)
 
-    def _discard(self, firmware: Path) -> None:
+    def discard(self, firmware: Path) -> None:
         """Remove a batch firmware from utvm's build cache (it is never built again)."""
         if self.keep_firmware:
             return
@@ -348,27 +380,45 @@ class Measurer:
     def measure(self, task: Task, points: Sequence[Schedule]) -> Iterator[Measurement]:
         """Compile, build and measure `points` of `task`; one Measurement per point, each yielded as soon as
         it is known (candidates that fail to compile or build first)."""
+        inputs, refs = self.reference(task)
+        cands = self.compile(task, points)
+        for c in cands:
+            if c.error is not None:
+                yield self.result_of(c)
+        good = [c for c in cands if c.error is None]
+        pool = self.code_sizes(task, good)
+        try:
+            for batch in self.batches(good):
+                failed, groups = self.build(task, batch)
+                for c in failed:
+                    yield self.result_of(c)
+                for firmware, group in groups:
+                    try:
+                        yield from self._run(task, firmware, group, inputs, refs)
+                    finally:
+                        self.discard(firmware)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def compile(self, task: Task, points: Sequence[Schedule]) -> list[_Candidate]:
+        """Step 1: a candidate per point (index = its place in `points`), compiled or with its error."""
+        return [self._compile(task, i, p) for i, p in enumerate(points)]
+
+    def code_sizes(self, task: Task, good: list[_Candidate]) -> Any:
+        """Each candidate's code size, measured by the target's compiler (utvm.tune.codesize) in two threads
+        while the batch builds and runs: sets `code` of each to a Future; returns the pool."""
         from concurrent.futures import ThreadPoolExecutor
 
         from utvm.tune.codesize import code_bytes
 
-        inputs, refs = self.reference(task)
-        cands = [self._compile(task, i, p) for i, p in enumerate(points)]
-        for c in cands:
-            if c.error is not None:
-                yield self._result(c)
-        good = [c for c in cands if c.error is None]
-        # Each candidate's code size, measured by the target's compiler while the batch builds and runs.
         pool = ThreadPoolExecutor(max_workers=2)
         for c in good:
             c.code = pool.submit(code_bytes, task, dict(c.schedule), self.target)
-        try:
-            yield from self._measure_batches(task, good, inputs, refs)
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
+        return pool
 
-    def _measure_batches(self, task: Task, good: list[_Candidate], inputs: dict[str, np.ndarray],
-                         refs: list[np.ndarray]) -> Iterator[Measurement]:
+    def batches(self, good: list[_Candidate]) -> list[list[_Candidate]]:
+        """The compiled candidates in firmware batches, in order, their constants under
+        MAX_FIRMWARE_CONSTANT_BYTES each (a candidate larger than that alone)."""
         batches: list[list[_Candidate]] = []
         size = 0
         for c in good:
@@ -379,26 +429,64 @@ class Measurer:
             else:
                 batches.append([c])
                 size = nbytes
-        for batch in batches:
-            failed: list[_Candidate] = []
-            self.progress(f"building {len(batch)} candidate(s) of {task.key} for {self.platform_name}")
-            groups = self._build(batch, failed)
-            for c in failed:
-                yield self._result(c)
-            for firmware, group in groups:
-                try:
-                    yield from self._run(task, firmware, group, inputs, refs)
-                finally:
-                    self._discard(firmware)
+        return batches
 
-    def _result(self, c: _Candidate, cost: float | None = None) -> Measurement:
-        code = c.code.result() if c.code is not None and c.error is None else None
+    def build(self, task: Task,
+              batch: list[_Candidate]) -> tuple[list[_Candidate], list[tuple[Path, list[_Candidate]]]]:
+        """Step 2: the firmware of one batch: (the candidates that could not be built, with their error;
+        [(firmware, its candidates)], one unless a failing build had to be split)."""
+        failed: list[_Candidate] = []
+        self.progress(f"building {len(batch)} candidate(s) of {task.key} for {self.platform_name}")
+        groups = self._build(batch, failed)
+        return failed, groups
+
+    def resolve(self, cands: Sequence[_Candidate]) -> None:
+        """Wait for the candidates' code sizes and keep only what measuring needs (`OpInfo`, no compiled
+        model): what the farm sends to a device."""
+        for c in cands:
+            if c.error is None:
+                c.op  # noqa: B018 - fills `info` from the compiled model
+            code = c.code
+            c.code = code.result() if code is not None and hasattr(code, "result") else code
+            c.compiled = None
+
+    def result_of(self, c: _Candidate, cost: float | None = None) -> Measurement:
+        code = c.code.result() if hasattr(c.code, "result") and c.error is None else c.code
+        code = code if c.error is None else None
         fp = c.footprint if c.error is None else None
         return Measurement(dict(c.schedule), None if c.error else cost, self.unit, c.error, code,
-                           None if fp is None else fp.weights, None if fp is None else fp.scratch)
+                           None if fp is None else fp.weights, None if fp is None else fp.scratch,
+                           c.error_kind if c.error else None)
 
     def _start(self, firmware: Path) -> Any:
         return self.platform.start(firmware, reply_timeout_s=self.timeout)
+
+    def open_device(self, task: Task, firmware: Path) -> _Device:
+        """Step 3: `firmware` started with the task's inputs uploaded (close it with `.close()`)."""
+        inputs, _refs = self.reference(task)
+        dev = _Device(self, task, firmware, inputs)
+        try:
+            dev.start()
+        except BaseException:
+            dev.close()
+            raise
+        return dev
+
+    def measure_candidate(self, dev: _Device, c: _Candidate) -> tuple[Measurement, bool]:
+        """Steps 3-4 for one candidate of the running firmware `dev`: its Measurement, and whether the device
+        failed (hung, crashed, or its link did) while it ran, in which case the firmware has been started
+        again (a firmware that cannot start again raises)."""
+        _inputs, refs = self.reference(dev.task)
+        try:
+            if self.on_candidate is not None:
+                self.on_candidate(dev.session, c.index, dict(c.schedule))
+            cost = dev.measure(c, refs)
+        except _LINK_ERRORS as exc:
+            c.fail(_device_failure(exc, self.timeout), ERROR_DEVICE)
+            self.stats["restarts"] += 1
+            dev.restart()
+            return self.result_of(c), True
+        return self.result_of(c, cost), False
 
     def _run(self, task: Task, firmware: Path, cands: list[_Candidate], inputs: dict[str, np.ndarray],
              refs: list[np.ndarray]) -> Iterator[Measurement]:
@@ -406,17 +494,7 @@ class Measurer:
         try:
             dev.start()
             for c in cands:
-                try:
-                    if self.on_candidate is not None:
-                        self.on_candidate(dev.session, c.index, dict(c.schedule))
-                    cost = dev.measure(c, refs)
-                except _LINK_ERRORS as exc:
-                    c.error = _device_failure(exc, self.timeout)
-                    yield self._result(c)
-                    self.stats["restarts"] += 1
-                    dev.restart()
-                    continue
-                yield self._result(c, cost)
+                yield self.measure_candidate(dev, c)[0]
         finally:
             dev.close()
 
@@ -464,16 +542,16 @@ class _Device:
         try:
             if op.scratch_bytes:
                 scratch = sess.empty((op.scratch_bytes,), "uint8")
-            args = [self.arrays[t.name] for t in op.inputs] + list(self.outputs)
+            args = [self.arrays[name] for name in op.inputs] + list(self.outputs)
             if scratch is not None:
                 args.append(scratch)
             for o in self.outputs:
                 self.fill(o)
             fn(*args)
             got = [o.numpy() for o in self.outputs]
-            wrong = compare_outputs(got, refs, [t.name for t in op.outputs])
+            wrong = compare_outputs(got, refs, list(op.outputs))
             if wrong is not None:
-                c.error = wrong
+                c.fail(wrong, ERROR_RESULT)
                 self._restore_inputs()
                 return None
             det = self.m.instructions_per_second is not None
@@ -489,7 +567,7 @@ class _Device:
                 return float(round(seconds * self.m.instructions_per_second))
             return seconds
         except RemoteError as exc:  # the operator returned an error code, or the device refused a request
-            c.error = f"the candidate failed on the device: {one_line(exc)}"
+            c.fail(f"the candidate failed on the device: {one_line(exc)}", ERROR_RESULT)
             self._restore_inputs()
             return None
         finally:

@@ -17,7 +17,10 @@ that runs on the host must link on every board, whichever firmware (RPC evaluati
 `utvm size`) carries it; static archives contribute only what is referenced, so unused libm costs nothing.
 
 `build_firmware(spec)` generates the project, builds it with make and caches the result by a hash of the
-whole project (plus the cross-compiler's version), so an unchanged firmware is never rebuilt.
+whole project (plus the cross-compiler's version), so an unchanged firmware is never rebuilt. The C runtime's
+libraries of a project (build/crt/: archives, objects and their -fstack-usage/-fcallgraph-info files) are
+cached apart, as the host platform caches its own (`cached_runtime`): a new firmware for the same board, CRT
+and crt_config.h (e.g. each batch of the tuner's candidates) compiles only its own sources.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -252,6 +256,8 @@ def build_firmware(spec: FirmwareSpec, name: str = "firmware") -> Path:
         def builder(out: Path) -> Path:
             project = out / "project"
             shutil.copytree(staged, project)
+            if spec.crt_libs and RUNTIME_CACHE:
+                cached_runtime(project, spec)
             build_project(project, spec.board)  # (an image the board's ISA check refuses is never cached)
             return out / name
 
@@ -262,3 +268,41 @@ def build_firmware(spec: FirmwareSpec, name: str = "firmware") -> Path:
 def _touch(path: Path) -> Path:
     path.write_text("built\n")
     return path
+
+
+#: Whether build_firmware takes a project's C runtime from the cache (`cached_runtime`); off, every project
+#: builds its own (what a benchmark turns off to measure what the cache saves).
+RUNTIME_CACHE = True
+_RUNTIME_NAME = "qemu-crt.txt"
+
+
+def cached_runtime(project: Path, spec: FirmwareSpec) -> Path:
+    """Put the C runtime of the generated `project` in its build/crt/, built once and cached: returns that
+    directory. On a miss the project's own `make crt` builds it and a copy goes to the cache; on a hit the
+    cached libraries and objects are copied in, dated now, so the project's make finds them current and only
+    compiles the project's own sources. The key is everything the CRT build reads: the project's crt/ tree and
+    include/ (its crt_config.h: the CRT's include path), with where each file sits, the template Makefile
+    (the flags it gives the CRT), the board's CPU flags, the optimisation level, the libraries, the
+    cross-compiler's version and the CFLAGS and CROSS_COMPILE environment variables (make passes them on).
+    The dependency files (.d) are not cached: they name the directory the runtime was first built in, and the
+    key already covers every header."""
+    crt, include = project / "crt", project / "include"
+    layout = sorted(str(p.relative_to(project)) for d in (crt, include) for p in d.rglob("*") if p.is_file())
+    extra = ["qemu-crt-v1", cc.compiler_version(cross_tool("gcc")), " ".join(spec.board.cpu_flags), spec.opt,
+             *spec.crt_libs, f"CFLAGS={os.environ.get('CFLAGS', '')}",
+             f"CROSS_COMPILE={os.environ.get('CROSS_COMPILE', '')}", *layout]
+    dest = project / "build" / "crt"
+
+    def builder(tmp: Path) -> Path:
+        make(project, "crt")
+        shutil.copytree(dest, tmp / "crt", ignore=shutil.ignore_patterns("*.d"))
+        (tmp / _RUNTIME_NAME).write_text(f"board: {spec.board.name}\nlibs: {' '.join(spec.crt_libs)}\n")
+        return tmp / _RUNTIME_NAME
+
+    entry = cc.cached_build([crt, include, TEMPLATE_DIR / "Makefile"], extra, _RUNTIME_NAME, builder).parent
+    if not dest.is_dir():  # a hit (on a miss this project built it)
+        shutil.copytree(entry / "crt", dest, copy_function=shutil.copy)
+        now = time.time()
+        for f in dest.rglob("*"):
+            os.utime(f, (now, now))  # newer than the sources and crt_config.h they were built from
+    return dest
