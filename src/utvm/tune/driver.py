@@ -247,10 +247,11 @@ def tune(model: Any, log_path: str | os.PathLike[str], platform: str = "host", *
     path = tlog.check_writable(log_path)
     records = tlog.read(path)  # a file that is not a tuning log fails before any work, and is left as it is
     if farm_config is not None:
-        m = tfarm.driver_measurer(farm_config, target, timeout=timeout, seed=seed, cost=cost)
+        group_ms = tfarm.farm_measurers(farm_config, target, timeout=timeout, seed=seed, cost=cost)
     else:
-        m = measurer or Measurer(platform, target, timeout=timeout, seed=seed, on_candidate=on_candidate,
-                                 progress=lambda msg: None, cost=cost)
+        group_ms = [measurer or Measurer(platform, target, timeout=timeout, seed=seed, on_candidate=on_candidate,
+                                         progress=lambda msg: None, cost=cost)]
+    m = group_ms[0]
     if cost is not None and measurer is not None and COSTS.get(cost) != measurer.unit:
         raise UsageError(f"cost {cost!r}: the measurer given measures {measurer.unit}")
     t_start = time.monotonic()
@@ -306,7 +307,8 @@ def tune(model: Any, log_path: str | os.PathLike[str], platform: str = "host", *
 
     if farm_config is not None:
         stats = tfarm.run(plans, farm_config, take=take, line=line, say=say, clock=clock, batch=batch,
-                          target=m.target, unit=m.unit, cost=cost, timeout=timeout, seed=seed,
+                          target=m.target, unit=m.unit,
+                          platform_names=[g.platform_name for g in group_ms], cost=cost, timeout=timeout, seed=seed,
                           on_candidate=on_candidate)
     else:
         for ti, plan in enumerate(plans):

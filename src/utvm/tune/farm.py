@@ -238,16 +238,17 @@ def group_measurer(group: DeviceGroup, target: str | None, *, timeout: float = 2
                     on_candidate=on_candidate, cost=cost)
 
 
-def driver_measurer(config: FarmConfig, target: str | None, *, timeout: float, seed: int,
-                    cost: str | None) -> Measurer:
-    """The Measurer of the first group, whose target and unit every record gets: every group must measure
-    the same unit on the same target (a UsageError names the group that does not)."""
+def farm_measurers(config: FarmConfig, target: str | None, *, timeout: float, seed: int,
+                   cost: str | None) -> list[Measurer]:
+    """A Measurer per group, on the driver: the first one's target and unit every record gets, each one's
+    platform name its records'. Every group must measure the same unit on the same target (a UsageError
+    names the group that does not)."""
     ms = [group_measurer(g, target, timeout=timeout, seed=seed, cost=cost) for g in config.groups]
     for g, m in zip(config.groups[1:], ms[1:], strict=True):
         if (m.target, m.unit) != (ms[0].target, ms[0].unit):
             raise UsageError(f"{config.source}: device group {g.name} measures {m.unit} on {m.target}, group "
                              f"{config.groups[0].name} {ms[0].unit} on {ms[0].target}: a farm's devices must agree")
-    return ms[0]
+    return ms
 
 
 # --- on the nodes ---------------------------------------------------------------------------------------
@@ -777,9 +778,11 @@ def _first_line(exc: BaseException) -> str:
 
 def run(plans: list[TaskPlan], config: FarmConfig, *, take: Callable[[int, Any, str], None],
         line: Callable[[int], str], say: Callable[[str], None], clock: dict[str, float], batch: int, target: str,
-        unit: str, cost: str | None, timeout: float, seed: int, on_candidate: CandidateHook | None) -> dict[str, int]:
+        unit: str, platform_names: list[str], cost: str | None, timeout: float, seed: int,
+        on_candidate: CandidateHook | None) -> dict[str, int]:
     """Measure what `plans` propose on the farm `config` (module docstring); `take(task index, measurement,
-    platform name)` logs each result, `line(task index)` is its progress line. Returns the run's stats."""
+    platform name)` logs each result (`platform_names`: each group's, as `farm_measurers` gives them),
+    `line(task index)` is its progress line. Returns the run's stats."""
     ray = import_ray(config.source)
     started = False
     workdir: Path | None = None
@@ -791,9 +794,8 @@ def run(plans: list[TaskPlan], config: FarmConfig, *, take: Callable[[int, Any, 
             _init(ray, config.address)
         workdir = Path(tempfile.mkdtemp(prefix="utvm-farm-"))
         check_resources(ray, config)
-        names = [group_measurer(g, target, cost=cost).platform_name for g in config.groups]
         farm = _Farm(ray, plans, config, workdir, take=take, line=line, say=say, clock=clock, batch=batch,
-                     target=target, unit=unit, platform_names=names, cost=cost, timeout=timeout, seed=seed,
+                     target=target, unit=unit, platform_names=platform_names, cost=cost, timeout=timeout, seed=seed,
                      on_candidate=on_candidate)
         farm.start()
         farm.loop()
@@ -811,4 +813,4 @@ def run(plans: list[TaskPlan], config: FarmConfig, *, take: Callable[[int, Any, 
 
 
 __all__ = ["BuiltUnits", "DeviceActor", "DeviceGroup", "FarmConfig", "build_unit", "check_resources", "configure",
-           "driver_measurer", "group_measurer", "import_ray", "kill_devices", "load_farm", "local_farm", "run"]
+           "farm_measurers", "group_measurer", "import_ray", "kill_devices", "load_farm", "local_farm", "run"]

@@ -138,11 +138,17 @@ ERROR_BUILD = "build"
 ERROR_RESULT = "result"
 ERROR_DEVICE = "device"
 ERROR_KINDS = (ERROR_BUILD, ERROR_RESULT, ERROR_DEVICE)
-#: How the tuner's errors of each kind begin (utvm.tune.measure): what classifies a record written before
-#: `error_kind` existed.
-_DEVICE_ERRORS = ("the device hung", "the device crashed or reset")
-_BUILD_ERRORS = ("compiling the candidate failed", "building the candidate failed", "not a point of the task's space",
-                 "the kernel refused the schedule", "the candidate's operators")
+#: How the tuner's errors begin (utvm.tune.measure writes each with its prefix): what also classifies a
+#: record written before `error_kind` existed.
+HUNG = "the device hung"
+CRASHED = "the device crashed or reset"
+NOT_IN_SPACE = "not a point of the task's space"
+COMPILE_FAILED = "compiling the candidate failed"
+NOT_THE_TASK = "the candidate's operators"
+KERNEL_REFUSED = "the kernel refused the schedule"
+BUILD_FAILED = "building the candidate failed"
+_DEVICE_ERRORS = (HUNG, CRASHED)
+_BUILD_ERRORS = (COMPILE_FAILED, BUILD_FAILED, NOT_IN_SPACE, KERNEL_REFUSED, NOT_THE_TASK)
 
 
 class TuningLogError(UsageError):
@@ -672,8 +678,8 @@ def measured(records: Iterable[Record]) -> set[tuple[str, str]]:
 
 def error_kind(r: Record) -> str | None:
     """What failed in `r` (ERROR_KINDS), None without an error: its `error_kind`, or for a record written
-    before that key existed, what its error's wording says (the tuner's device failures begin "the device
-    hung" or "the device crashed or reset", its build failures as _BUILD_ERRORS; anything else is a result)."""
+    before that key existed, what its error's wording says (the tuner's device failures begin HUNG or
+    CRASHED, its build failures as _BUILD_ERRORS; anything else is a result)."""
     if r.error is None:
         return None
     if r.error_kind is not None:

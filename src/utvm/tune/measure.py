@@ -71,7 +71,18 @@ from utvm.errors import (
     TransportError,
     UsageError,
 )
-from utvm.tune.log import ERROR_BUILD, ERROR_DEVICE, ERROR_RESULT
+from utvm.tune.log import (
+    BUILD_FAILED,
+    COMPILE_FAILED,
+    CRASHED,
+    ERROR_BUILD,
+    ERROR_DEVICE,
+    ERROR_RESULT,
+    HUNG,
+    KERNEL_REFUSED,
+    NOT_IN_SPACE,
+    NOT_THE_TASK,
+)
 from utvm.tune.tasks import Task
 
 UNIT_INSTRUCTIONS = "instructions"
@@ -243,8 +254,8 @@ def cost_unit(cost: str | None, instructions_per_second: float | None, timing_mo
 
 def _device_failure(exc: BaseException, timeout: float) -> str:
     if isinstance(exc, SessionTimeoutError):
-        return f"the device hung: no reply within {timeout:g} s ({one_line(exc, 200)}); the firmware was restarted"
-    return f"the device crashed or reset ({type(exc).__name__}: {one_line(exc, 200)}); the firmware was restarted"
+        return f"{HUNG}: no reply within {timeout:g} s ({one_line(exc, 200)}); the firmware was restarted"
+    return f"{CRASHED} ({type(exc).__name__}: {one_line(exc, 200)}); the firmware was restarted"
 
 
 #: Errors of the link or the device (not of the candidate's output): the firmware is restarted after one.
@@ -293,7 +304,7 @@ class Measurer:
         cand = _Candidate(index, dict(point))
         reason = task.space.check(point)
         if reason is not None:
-            cand.fail(f"not a point of the task's space: {reason}", ERROR_BUILD)
+            cand.fail(f"{NOT_IN_SPACE}: {reason}", ERROR_BUILD)
             return cand
         try:
             with warnings.catch_warnings(record=True) as caught:
@@ -302,15 +313,15 @@ class Measurer:
                                          target=self.target, schedules={task.key: dict(point)}, passes=False,
                                          task_counts={task.key: task.count})
         except Exception as exc:  # a kernel that fails on one point costs that point only
-            cand.fail(f"compiling the candidate failed: {type(exc).__name__}: {one_line(exc)}", ERROR_BUILD)
+            cand.fail(f"{COMPILE_FAILED}: {type(exc).__name__}: {one_line(exc)}", ERROR_BUILD)
             return cand
         ops = [op for op in compiled.operators if op.task]
         if len(compiled.operators) != 1 or len(ops) != 1 or ops[0].task != task.key:
             found = ", ".join(op.task or op.op for op in compiled.operators) or "none"
-            cand.fail(f"the candidate's operators ({found}) are not the task {task.key}", ERROR_BUILD)
+            cand.fail(f"{NOT_THE_TASK} ({found}) are not the task {task.key}", ERROR_BUILD)
         elif ops[0].schedule_source != "given":
             why = "; ".join(one_line(w.message) for w in caught) or "the kernel used its default point"
-            cand.fail(f"the kernel refused the schedule: {why}", ERROR_BUILD)
+            cand.fail(f"{KERNEL_REFUSED}: {why}", ERROR_BUILD)
         else:
             cand.compiled = compiled
             cand.footprint = _footprint(task, point, self.target)
@@ -345,7 +356,7 @@ class Measurer:
         if named or len(cands) == 1:
             bad = [by_index[i] for i in named] or cands
             for c in bad:
-                c.fail(f"building the candidate failed: {one_line(named.get(c.index) or _first_error(text))}",
+                c.fail(f"{BUILD_FAILED}: {one_line(named.get(c.index) or _first_error(text))}",
                        ERROR_BUILD)
                 failed.append(c)
             return self._build([c for c in cands if c not in bad], failed)
