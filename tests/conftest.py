@@ -5,11 +5,17 @@ this machine generates data (`too_slow`, `data_too_large`, `large_base_example`)
 2-core machine, and a test that fails because the machine was slow is a defect, not a finding. The
 number of examples stays what each test asks for. `UTVM_HYPOTHESIS_PROFILE=dev` keeps Hypothesis'
 own defaults (deadlines and all health checks) for local runs that want them.
+
+A suite started as a shell's background job (`make test &`, `nohup make test &`) inherits SIGINT ignored,
+and every command a test starts would inherit it too: the Ctrl-C tests, which send SIGINT to `utvm` as a
+terminal does, would then see it ignored, as `utvm` rightly leaves it. The suite restores SIGINT's default
+first; the test of a command started with SIGINT ignored ignores it itself.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 
 from hypothesis import HealthCheck, settings
 
@@ -21,3 +27,6 @@ settings.register_profile(
 )
 settings.register_profile("dev")
 settings.load_profile(os.environ.get("UTVM_HYPOTHESIS_PROFILE", "ci"))
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # (module docstring)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
