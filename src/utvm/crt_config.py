@@ -30,9 +30,16 @@ from utvm.errors import UsageError
 from utvm.support import cc
 from utvm.support.ctext import c_string
 
-KINDS = ("same", "log_level", "level_name", "alias", "zero_only", "always_on", "refused")
+KINDS = ("same", "log_level", "level_name", "alias", "log2_alias", "pow2_alias", "pages", "accepted", "always_on",
+         "refused")
 #: Kinds of names only an upstream file defines: any of them defined switches upstream mode on.
-UPSTREAM_ONLY_KINDS = ("alias", "zero_only", "always_on", "refused")
+UPSTREAM_ONLY_KINDS = ("alias", "log2_alias", "pow2_alias", "pages", "accepted", "always_on", "refused")
+#: Kinds that set the utvm setting named by `utvm`.
+SETTING_KINDS = ("alias", "log2_alias", "pow2_alias", "pages")
+#: Kinds whose value must lie in min .. max.
+RANGE_KINDS = ("log2_alias", "pow2_alias", "accepted")
+#: What a `pages` name becomes for config.h, which multiplies it by the page size once that is known.
+POOL_PAGES_MACRO = "UTVM_CRT_UPSTREAM_POOL_PAGES_"
 #: utvm's numbering of log levels (tvm/runtime/crt/config.h): name -> value.
 UTVM_LEVELS = {"TVM_CRT_LOG_LEVEL_DEBUG": 0, "TVM_CRT_LOG_LEVEL_INFO": 1, "TVM_CRT_LOG_LEVEL_WARN": 2,
                "TVM_CRT_LOG_LEVEL_ERROR": 3}
@@ -44,8 +51,10 @@ class UpstreamName:
 
     name: str
     kind: str
-    utvm: str = ""  # alias: the utvm setting it sets
+    utvm: str = ""  # SETTING_KINDS: the utvm setting it sets
     upstream_value: int | None = None  # level_name: its number upstream
+    min: int | None = None  # RANGE_KINDS: the smallest value accepted (log2_alias: of the exponent)
+    max: int | None = None  # RANGE_KINDS: the largest
     why: str = ""
     todo: str = ""
 
@@ -68,12 +77,17 @@ def upstream_names() -> list[UpstreamName]:
             raise ValueError(f"{list_path().name}: {n.name}: unknown kind {n.kind!r}")
         if not re.fullmatch(r"TVM_[A-Z0-9_]+", n.name):
             raise ValueError(f"{list_path().name}: {n.name!r} is not a TVM_* macro name")
-        if n.kind == "alias" and not n.utvm:
-            raise ValueError(f"{list_path().name}: {n.name}: an alias needs 'utvm'")
+        if n.kind in SETTING_KINDS and not re.fullmatch(r"TVM_CRT_[A-Z0-9_]+", n.utvm):
+            raise ValueError(f"{list_path().name}: {n.name}: a {n.kind} name needs 'utvm', the TVM_CRT_* setting "
+                             "it sets")
+        if n.kind in RANGE_KINDS and (n.min is None or n.max is None or n.min > n.max):
+            raise ValueError(f"{list_path().name}: {n.name}: a {n.kind} name needs 'min' <= 'max'")
         if n.kind == "level_name" and n.upstream_value is None:
             raise ValueError(f"{list_path().name}: {n.name}: a level_name needs 'upstream_value'")
-        if n.kind in ("zero_only", "refused") and not (n.why and n.todo):
+        if n.kind == "refused" and not (n.why and n.todo):
             raise ValueError(f"{list_path().name}: {n.name}: a {n.kind} name needs 'why' and 'todo'")
+        if n.kind in (*SETTING_KINDS, "accepted", "always_on") and not n.why:
+            raise ValueError(f"{list_path().name}: {n.name}: a {n.kind} name needs 'why' (what it means, docs/crt.md)")
         if '"' in n.why + n.todo:
             raise ValueError(f"{list_path().name}: {n.name}: no double quotes in 'why'/'todo' (C strings)")
         out.append(n)
@@ -81,6 +95,8 @@ def upstream_names() -> list[UpstreamName]:
     dup = sorted({x for x in names if names.count(x) > 1})
     if dup:
         raise ValueError(f"{list_path().name}: names listed twice: {dup}")
+    if len([n for n in out if n.kind == "pages"]) > 1:
+        raise ValueError(f"{list_path().name}: more than one name of kind pages ({POOL_PAGES_MACRO} is one macro)")
     return out
 
 
@@ -89,10 +105,59 @@ def upstream_guards() -> list[str]:
 
 
 def refusal_message(n: UpstreamName) -> str:
-    """The #error text for a refused (or a non-zero zero_only) name."""
-    if n.kind == "zero_only":
-        return f"crt_config.h: {n.name} (microTVM) must be 0 here: {n.why}; {n.todo}"
+    """The #error text for a refused name."""
     return f"crt_config.h: {n.name} (microTVM) is not supported by utvm: {n.why}; {n.todo}"
+
+
+def empty_message(n: UpstreamName) -> str:
+    """The #error text for a name that needs a value and is defined without one."""
+    return f"crt_config.h: {n.name} (microTVM) is defined without a value: give it one or remove it"
+
+
+def range_message(n: UpstreamName) -> str:
+    """The #error text for a RANGE_KINDS name out of its range."""
+    if n.kind == "log2_alias":
+        return (f"crt_config.h: {n.name} (microTVM) must be a power of two from {1 << int(n.min or 0)} to "
+                f"{1 << int(n.max or 0)}: {n.why}")
+    return f"crt_config.h: {n.name} (microTVM) must be {n.min} .. {n.max}: {n.why}"
+
+
+def conflict_message(n: UpstreamName) -> str:
+    """The #error text for a SETTING_KINDS name whose value disagrees with its utvm setting's."""
+    return (f"crt_config.h: {n.name} (microTVM) and {n.utvm} (utvm) are the same setting with different values "
+            f"({n.utvm} was given, or set by another microTVM name of it): keep one")
+
+
+def _empty(name: str) -> str:
+    """A preprocessor test true when `name` is defined without a value: `0 - - 1 == 1` then; a value of -2
+    gives the same, told apart by `+ 0`."""
+    return f"((0 - {name} - 1) == 1) && (({name} + 0) != -2)"
+
+
+def _setting_lines(n: UpstreamName) -> list[str]:
+    """config_upstream.h lines for one SETTING_KINDS or `accepted` name."""
+    out = [f"#ifdef {n.name}", f"#if {_empty(n.name)}", f'#error "{empty_message(n)}"']
+    if n.kind == "accepted":
+        return out + [f"#elif (({n.name}) < {n.min}) || (({n.name}) > {n.max})", f'#error "{range_message(n)}"',
+                      "#endif", "#endif"]
+    if n.kind == "pages":
+        return out + [f"#elif ({n.name}) < 1", f'#error "crt_config.h: {n.name} (microTVM) must be >= 1: {n.why}"',
+                      "#else", f"#define {POOL_PAGES_MACRO} ({n.name})", "#endif", "#endif"]
+    value = f"({n.name})"  # the utvm setting's value
+    if n.kind == "log2_alias":
+        value = f"UTVM_CRT_UPSTREAM_LOG2_{n.name}_"
+        for e in range(int(n.min or 0), int(n.max or 0) + 1):
+            out += [f"#elif ({n.name}) == {1 << e}", f"#define {value} {e}"]
+        out += ["#else", f'#error "{range_message(n)}"', "#endif"]
+        out += [f"#ifdef {value}"]
+    elif n.kind == "pow2_alias":
+        out += [f"#elif (({n.name}) < {n.min}) || (({n.name}) > {n.max})", f'#error "{range_message(n)}"', "#else"]
+        value = f"(1UL << ({n.name}))"
+    else:
+        out += ["#else"]
+    out += [f"#ifdef {n.utvm}", f"#if ({n.utvm}) != {value}", f'#error "{conflict_message(n)}"', "#endif", "#else",
+            f"#define {n.utvm} {value}", "#endif", "#endif", "#endif"]
+    return out
 
 
 def render_header() -> str:
@@ -108,7 +173,9 @@ def render_header() -> str:
         " * names): do not edit. config.h includes it right after <crt_config.h>, before its own defaults.",
         " * - UTVM_CRT_CONFIG_IS_UPSTREAM: 1 when crt_config.h is an upstream file (its include guard, or",
         " *   any name only upstream defines);",
-        " * - aliases set the utvm setting they name (both given: they must agree);",
+        " * - other names of utvm settings set them (given twice: the values must agree): aliases as they",
+        " *   are, a page size as its log2, a log2 pool size as a size, a page count for config.h to multiply;",
+        " * - names utvm has no use for are range-checked and accepted (`accepted` in the list);",
         " * - TVM_CRT_LOG_LEVEL of an upstream file is translated (upstream counts 0 error .. 3 debug);",
         " * - every name utvm cannot honour stops the build with an #error naming it, why, and what to do.",
         " * Names with the same meaning in both (checked by config.h like utvm's own):",
@@ -121,27 +188,12 @@ def render_header() -> str:
     out.append("#if " + " || \\\n    ".join(f"defined({m})" for m in detect))
     out += ["#define UTVM_CRT_CONFIG_IS_UPSTREAM 1", "#else", "#define UTVM_CRT_CONFIG_IS_UPSTREAM 0", "#endif", ""]
     out += ["/* ---- other names of utvm settings ---- */"]
-    for n in by_kind["alias"]:
-        out += [
-            f"#ifdef {n.name}",
-            f"#ifdef {n.utvm}",
-            f"#if ({n.name}) != ({n.utvm})",
-            f'#error "crt_config.h: {n.name} (microTVM) and {n.utvm} (utvm) are the same setting '
-            f'with different values: keep one"',
-            "#endif",
-            "#else",
-            f"#define {n.utvm} ({n.name})",
-            "#endif",
-            "#endif",
-        ]
-    out += ["", "/* ---- names accepted only at the value meaning off ---- */"]
-    for n in by_kind["zero_only"]:
-        # An empty definition counts as on (upstream tested some of these with #ifdef).
-        out += [
-            f"#if defined({n.name}) && ((({n.name} + 0) != 0) || ((0 - {n.name} - 1) == 1))",
-            f'#error "{refusal_message(n)}"',
-            "#endif",
-        ]
+    for n in names:
+        if n.kind in SETTING_KINDS:
+            out += [f"/* {n.name} ({n.kind}) -> {n.utvm} */", *_setting_lines(n)]
+    out += ["", "/* ---- names with nothing to bound in utvm: range-checked, accepted ---- */"]
+    for n in by_kind["accepted"]:
+        out += _setting_lines(n)
     out += ["", "/* ---- names utvm cannot honour ---- */"]
     for n in by_kind["refused"]:
         out += [f"#ifdef {n.name}", f'#error "{refusal_message(n)}"', "#endif"]
@@ -177,9 +229,11 @@ def user_config_text(user_file: Path | str, fallbacks: Mapping[str, int | str] =
     """crt_config.h of a platform build from a user's file (utvm's or upstream microTVM's).
 
     The file's text comes first, as is, so its #errors and include guard work as written; `fallbacks`
-    (the platform's values) fill each limit the file leaves out (#ifndef), written after it; `overrides`
-    (explicit NAME=VALUE settings) replace the file's value. A numeric TVM_CRT_LOG_LEVEL fallback is
-    written by name (TVM_CRT_LOG_LEVEL_WARN...), which means the same in utvm's and upstream's numbering.
+    (the platform's values) fill each limit the file leaves out (#ifndef), written after it: a limit the file
+    sets through an upstream name of it (TVM_CRT_PAGE_BYTES for TVM_CRT_PAGE_BITS...) counts as set, so the
+    platform's value does not contradict the file's; `overrides` (explicit NAME=VALUE settings) replace the
+    file's value. A numeric TVM_CRT_LOG_LEVEL fallback is written by name (TVM_CRT_LOG_LEVEL_WARN...), which
+    means the same in utvm's and upstream's numbering.
     Raises OSError if the file cannot be read, ValueError if it is not text.
     """
     path = Path(user_file)
@@ -188,6 +242,10 @@ def user_config_text(user_file: Path | str, fallbacks: Mapping[str, int | str] =
     except UnicodeDecodeError as exc:
         raise ValueError(f"{path}: not a text file ({exc.reason})") from None
     level_names = {v: k for k, v in UTVM_LEVELS.items()}
+    upstream_names_of: dict[str, list[str]] = {}
+    for n in upstream_names():
+        if n.kind in SETTING_KINDS:
+            upstream_names_of.setdefault(n.utvm, []).append(n.name)
     out = [f"/* Generated by utvm: {path.name} as given, then the platform's values of what it leaves out. */",
            f'#line 1 "{c_string(str(path.resolve()))}"', text.rstrip("\n"), "",
            "/* ---- the platform's values of the limits the file above leaves out ---- */",
@@ -195,7 +253,9 @@ def user_config_text(user_file: Path | str, fallbacks: Mapping[str, int | str] =
     for name, value in fallbacks.items():
         if name == "TVM_CRT_LOG_LEVEL" and re.fullmatch(r"[0-9]+", str(value)):
             value = level_names.get(int(str(value)), value)
-        out += [f"#ifndef {name}", f"#define {name} {value}", "#endif"]
+        others = upstream_names_of.get(name, [])
+        test = " && ".join(f"!defined({x})" for x in [name, *others]) if others else ""
+        out += [f"#if {test}" if test else f"#ifndef {name}", f"#define {name} {value}", "#endif"]
     for name, value in overrides.items():
         out += [f"#undef {name}", f"#define {name} {value}"]
     out += ["#endif", ""]

@@ -21,6 +21,7 @@ import math
 import shutil
 import stat
 import tempfile
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -298,10 +299,38 @@ def _rewritten(paths: Sequence[Path], texts: Mapping[str, str], label: str) -> l
     return sorted(d / name for name in texts)
 
 
+#: session -> {model name: (its parameter blob, the device array holding it)}: install_params's uploads, kept
+#: on the device for the session's life (the model reads them at every run)
+_INSTALLED_PARAMS: weakref.WeakKeyDictionary[Any, dict[str, tuple[bytes, Any]]] = weakref.WeakKeyDictionary()
+
+
+def install_params(session: Any, compiled: Any, blob: bytes | None = None) -> None:
+    """--params external: upload `blob` (default: the model's own, `compiled.params_blob`) and install it with
+    the system library's `tvmgen_<m>_set_params` (which validates it; a refusal is the device's error). The
+    array stays allocated while the session lives, since the model reads it at every run; installing the same
+    blob again does nothing. Nothing to do for a model with embedded parameters."""
+    blob = getattr(compiled, "params_blob", None) if blob is None else blob
+    if blob is None:
+        return
+    installed = _INSTALLED_PARAMS.setdefault(session, {})
+    if installed.get(compiled.model_name, (None,))[0] == blob:
+        return
+    from utvm.compiler.codegen import set_params_function
+
+    arr = session.array(np.frombuffer(blob, np.uint8))
+    session.system_lib(compiled.model_name).get_function(set_params_function(compiled.prefix))(arr)
+    old = installed.pop(compiled.model_name, None)
+    installed[compiled.model_name] = (blob, arr)
+    if old is not None:
+        old[1].free()
+
+
 def run_on_device(session: Any, compiled: Any, inputs: Sequence[np.ndarray], repeat: int = 0
                   ) -> tuple[list[np.ndarray], float | None]:
     """Upload `inputs`, call the model's packed run function from the system library, download the
-    outputs; with repeat > 0 also time it (median seconds per call over `repeat` measurements)."""
+    outputs; with repeat > 0 also time it (median seconds per call over `repeat` measurements). A model
+    compiled with --params external gets its parameter blob first (install_params)."""
+    install_params(session, compiled)
     mod = session.system_lib()
     run = mod.get_function(compiled.run_function)
     ins = [session.array(np.asarray(a, order="C")) for a in inputs]  # 0-d stays 0-d (a scalar input)

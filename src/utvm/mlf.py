@@ -11,6 +11,9 @@ Layout (paths inside the tar):
                                            CompiledModel.rpc_sources, and `load` regenerates it)
     codegen/host/include/tvmgen_<m>.h      the model header (embedded C interface)
     parameters/<m>.npz                     the model's constants by tensor name (numpy .npz)
+    parameters/params.bin                  --params external: the parameter blob the code reads through the
+                                           TVMContext (utvm.compiler.params; metadata.json's
+                                           modules.<m>.utvm.params is its layout)
     src/<m>.json                           the compiled graph in utvm's IR (utvm.ir.Graph.to_json)
     src/<model file>                       the .tflite/.onnx it was compiled from, when known (for --check);
                                            named in metadata.json at modules.<m>.utvm.source_model
@@ -35,9 +38,11 @@ from pathlib import Path
 import numpy as np
 
 from utvm.compiler import memory
+from utvm.compiler import params as param_blob
 from utvm.compiler.driver import CompiledModel, CompileOptions, OperatorInfo, TensorInfo, rpc_sources, system_lib_name
 from utvm.compiler.header import graph_hash, model_interface
 from utvm.compiler.lower import MemoryPlan
+from utvm.compiler.params import ParamsLayout
 from utvm.errors import ArchiveError, CompileError, ModelFormatError
 from utvm.ir.graph import Graph
 from utvm.support import cc
@@ -91,6 +96,8 @@ def model_library_files(compiled: CompiledModel) -> dict[str, bytes]:
     for name, text in sorted(compiled.includes.items()):
         files[f"codegen/host/include/{name}"] = text.encode()
     files[f"parameters/{m}.npz"] = _params_npz(compiled.graph)
+    if compiled.params_blob is not None:
+        files[param_blob.MLF_PATH] = compiled.params_blob
     files[f"src/{m}.json"] = compiled.graph.to_json().encode()
     if source_name and compiled.source_model_bytes is not None:
         files[f"src/{source_name}"] = compiled.source_model_bytes
@@ -154,7 +161,7 @@ def load(path: str | os.PathLike) -> CompiledModel:
         opts = CompileOptions(m, o["executor"], bool(o["unpacked_api"]), o["interface_api"], o["workspace"],
                               o["memory_planner"], o["rounding"], str(o.get("target", "host")),
                               tuple(memory.parse_pool(str(v)) for v in o.get("memory_pools", ())),
-                              str(o.get("constants_section", "")))
+                              str(o.get("constants_section", "")), params=str(o.get("params", "embedded")))
         main = mod["memory"]["functions"]["main"][0]
         plan = MemoryPlan.from_json(mod["memory"]["plan"], mod["memory"].get("pools", ()))
 
@@ -214,9 +221,10 @@ def load(path: str | os.PathLike) -> CompiledModel:
             raise ModelFormatError(f"{path}: src/{source_name} is named in metadata.json but missing")
         source_bytes = files[f"src/{source_name}"]
     iface = model_interface(graph, m)
+    layout, blob = _params_blob(path, files, opts, extra, sources.get(f"tvmgen_{m}_ops.c", ""))
     # The firmware-only sources (with interface c, the packed RPC adapter) are not in codegen/: regenerate
     # them; an older archive that still holds the adapter in codegen/ gets it moved out.
-    rpc = rpc_sources(opts, iface, plan.workspace_bytes, plan.pools)
+    rpc = rpc_sources(opts, iface, plan.workspace_bytes, plan.pools, bool(extra.get("operator_context")))
     for name in rpc:
         sources.pop(name, None)
     if rpc and system_lib_name(m) in source_names:
@@ -225,4 +233,28 @@ def load(path: str | os.PathLike) -> CompiledModel:
         extra["sources"] = sorted(sources)
         extra["rpc_sources"] = sorted(rpc)
     return CompiledModel(opts, graph, graph, sources, includes, metadata, plan, operators, iface, sys_funcs, log,
-                         constant_bytes, source_name, source_bytes, rpc_sources=rpc)
+                         constant_bytes, source_name, source_bytes, rpc_sources=rpc, params_blob=blob,
+                         params_layout=layout)
+
+
+def _params_blob(path: Path, files: dict[str, bytes], opts: CompileOptions, extra: dict, ops: str
+                 ) -> tuple[ParamsLayout | None, bytes | None]:
+    """--params external: the blob's layout (metadata.json) and the blob, which must be valid for it and for
+    the operators file `ops` (the code hash)."""
+    if opts.params != "external":
+        return None, None
+    try:
+        layout = ParamsLayout.from_json(extra["params"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelFormatError(f"{path}: metadata.json lacks or garbles the parameter blob's layout ({exc})") from exc
+    if param_blob.MLF_PATH not in files:
+        raise ModelFormatError(f"{path}: {param_blob.MLF_PATH} (the parameter blob of --params external) is missing")
+    blob = files[param_blob.MLF_PATH]
+    if param_blob.code_hash(ops) != layout.model_hash:
+        raise ArchiveError(f"{path}: metadata.json's parameter blob hash {layout.model_hash.hex()[:16]}... is not "
+                           "the SHA-256 of the operators file's code: the code or the metadata was changed")
+    try:
+        param_blob.validate(blob, layout)
+    except param_blob.ParamsBlobError as exc:
+        raise ArchiveError(f"{path}: {param_blob.MLF_PATH}: {exc}") from exc
+    return layout, blob

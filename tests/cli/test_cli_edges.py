@@ -165,7 +165,7 @@ def test_no_parser_matches_an_option_by_a_prefix() -> None:
         if not command:
             continue
         options = {s for a in p._actions for s in a.option_strings}  # noqa: SLF001
-        base = [] if command == "build-device" else [str(HELLO)]
+        base = [] if command in ("build-device", "acceptance") else [str(HELLO)]
         base += ["-o", "x"] if "-o" in options else []
         for option in options:
             if option.startswith("--") and len(option) > 4 and option[:-1] not in options:

@@ -199,7 +199,7 @@ def test_static_const_context_runs_the_model(tmp_path: Path) -> None:
 
 static uint8_t workspace[TVMGEN_CX_WORKSPACE_SIZE] __attribute__((aligned(16)));
 static void* const workspaces[1] = {{workspace}};
-static const TVMContext context = {{workspaces}};
+static const TVMContext context = {{.workspace = workspaces}};
 
 int main(void) {{
   int8_t in[TVMGEN_CX_SERVING_DEFAULT_DENSE_INPUT_0_SIZE] = {{{int(x.reshape(-1)[0])}}};

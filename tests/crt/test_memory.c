@@ -18,7 +18,8 @@
 /* Bytes of a buffer holding exactly n pages: pages, page table, worst-case alignment padding. */
 #define POOL_BYTES(n) ((n) * PAGE + (n) * 4 + ALIGN + 3)
 
-static uint8_t g_storage[GUARD + 32 * 1024 + GUARD];
+/* Room for the largest buffer the tests ask for (16 pages at an offset of up to 7), whatever the page size. */
+static uint8_t g_storage[GUARD + POOL_BYTES(16) + 8 + GUARD];
 
 /* A caller buffer of `size` bytes at `offset` past an aligned point, with guard bytes around it. */
 static uint8_t* guarded_buffer(size_t size, size_t offset) {

@@ -36,7 +36,7 @@ TYPE_CHECKING = False  # not typing's: importing typing (and signal, which impor
 if TYPE_CHECKING:
     import argparse
 
-SUBCOMMANDS = ("info", "compile", "run", "deploy", "size", "build_device", "bench", "tune", "report")
+SUBCOMMANDS = ("info", "compile", "run", "deploy", "size", "build_device", "bench", "tune", "report", "acceptance")
 
 EXIT_OK = 0
 EXIT_ERROR = 1

@@ -50,6 +50,10 @@ def add_compile_options(p: argparse.ArgumentParser) -> None:
                         "(docs/compiler.md)")
     p.add_argument("--constants-section", type=A.section_name, default=None, metavar="SECTION",
                    help="put the weights and constant arrays in this linker section (e.g. .my_weights)")
+    p.add_argument("--params", default="embedded", choices=("embedded", "external"),
+                   help="weights as const arrays in the code (embedded, the default) or in a separate blob, "
+                        "parameters/params.bin, read through the TVMContext so a firmware can take new weights "
+                        "(external; TVMSetParameters, docs/compiler.md)")
     p.add_argument("--rounding", default="single", choices=("single", "double"),
                    help="requantization rounding: single (TFLite/LiteRT) or double (gemmlowp/TFLM)")
     p.add_argument("--target", type=A.target_name, default=None,
@@ -99,7 +103,7 @@ def compile_from_args(args: argparse.Namespace, model: Path, say=None, on_choice
     try:  # flags that cannot go together fail before any work, as a usage error
         CompileOptions(args.model_name, args.executor, args.unpacked_api, args.interface_api, args.workspace,
                        args.memory_planner, args.rounding, target, tuple(args.memory_pools),
-                       args.constants_section or "").validate()
+                       args.constants_section or "", params=getattr(args, "params", "embedded")).validate()
     except CompileError as exc:
         raise UsageError(str(exc)) from exc
     if not model.is_file():
@@ -132,7 +136,8 @@ def compile_from_args(args: argparse.Namespace, model: Path, say=None, on_choice
                              workspace=args.workspace, memory_planner=args.memory_planner, rounding=args.rounding,
                              progress=None if quiet else say, dump_ir=None if quiet else dump_ir, target=target,
                              schedules=schedules, memory_pools=tuple(args.memory_pools),
-                             constants_section=args.constants_section or "")
+                             constants_section=args.constants_section or "",
+                             params=getattr(args, "params", "embedded"))
 
     compiled = build(None)  # the default build: with a tuning log, the baseline of its budgets
     if log is not None:

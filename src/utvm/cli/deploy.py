@@ -9,6 +9,9 @@ convention needs it) and links no RPC server and no function registry unless --w
 fills the inputs from include/utvm_samples.h (random from --seed, or --input NAME=FILE.npy), calls the model
 (TVMExecute for --interface-api c, tvmgen_<m>_run otherwise), prints every output and exits with a status.
 Given a model it compiles it first (same flags as `utvm compile`); an MLF (tar or directory) is used as is.
+With --params external the weights are the project's src/params.bin, linked into the flash section
+utvm_params; main.c validates and installs the blob before the run (TVMSetParameters) and stops on a refusal.
+Replace that file with another blob of the same code (and make) to run other weights; see the README.
 """
 
 from __future__ import annotations
@@ -89,6 +92,9 @@ def run(args: argparse.Namespace) -> int:
     note = c_comment(f"Random values (utvm deploy --seed {seed})" if not args.input
                      else "From " + ", ".join(args.input))
     say(f"writing the {board} project ({compiled.options.convention} convention) to {out}")
+    if compiled.params_blob is not None:
+        say(f"the weights are src/params.bin ({len(compiled.params_blob)} bytes, --params external), "
+            "in the flash section utvm_params")
 
     def fill(tmp: Path) -> None:
         generate_deploy_project(compiled, board, tmp, inputs, with_rpc=args.with_rpc, note=note)

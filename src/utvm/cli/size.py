@@ -7,7 +7,9 @@
 Builds the standalone firmware `utvm deploy` writes (cached) and reports:
 - text / data / bss split into runtime (CRT, platform hooks, C library), operators (generated code and
   the workspace pool), constants (weights) and application (main, board support); the parts add up to
-  what arm-none-eabi-size says of the ELF;
+  what arm-none-eabi-size says of the ELF. With --params external the weights are not in the code but in
+  the firmware's parameter blob (params.bin in the flash section utvm_params): its bytes are counted in
+  the constants, and the report says where the blob is;
 - the worst-case stack, summed along the call graph from GCC's -fstack-usage / -fcallgraph-info (indirect
   calls followed to every address-taken function and flagged; library functions from their disassembly),
   cross-checked against the high-water mark of a run in QEMU (stack painting): if the run used more than
@@ -87,6 +89,10 @@ def format_report(report: Any, model_name: str) -> str:
         f"arm-none-eabi-size of the ELF: text {elf['text']}  data {elf['data']}  bss {elf['bss']}"
         f"  ({'matches' if totals == elf else 'DOES NOT MATCH'})",
     ]
+    params = getattr(report, "params", None)
+    if params is not None:
+        lines.append(f"weights: external (--params external), a parameter blob of {params['bytes']} bytes in "
+                     f"flash section {params['section']} at {params['address']:#010x}, counted in the constants")
     st = report.stack
     lines.append(
         f"stack, worst case (static): {st.worst_case} bytes = {st.thread_cost} (deepest path)"
@@ -174,6 +180,8 @@ def model_run_timing(report: Any, compiled: Any, board: str) -> dict[str, Any] |
 
 def format_comparison(reports: list[tuple[str, Any, Any]], board: str) -> str:
     """The AOT RFC's table: text, data, bss, total, max stack, with savings against packed."""
+    from utvm.support.text import shown
+
     base_total = sum(reports[0][2].footprint.totals().values())
     base_stack = reports[0][2].stack.worst_case
     rows = []
@@ -185,6 +193,12 @@ def format_comparison(reports: list[tuple[str, Any, Any]], board: str) -> str:
                      base_total - total, r.stack.worst_case, base_stack - r.stack.worst_case, measured])
     header = ["model / convention", "text", "data", "bss", "total", "size saved", "max stack",
               "stack saved", "measured stack"]
+    note = ""
+    blobs = [f"{compiled.model_name} {label} {r.params['bytes']}" for label, compiled, r in reports
+             if getattr(r, "params", None) is not None]
+    if blobs:
+        note = ("\nweights: external (--params external), parameter blobs in flash counted in text: "
+                + ", ".join(map(shown, blobs)) + " bytes")
     return (f"footprint of the deploy firmware on {board} (bytes; max stack = static worst case, "
-            f"measured = QEMU high-water mark)\n" + _fmt_table(rows, header))
+            f"measured = QEMU high-water mark)\n" + _fmt_table(rows, header) + note)
 

@@ -24,6 +24,14 @@ Files (all under codegen/host/ in the MLF):
   interface and the workspace size, so `utvm.mlf.load` regenerates it.
 - `include/tvmgen_<m>.h`: the model header (see header.py).
 
+With `--params external` (`Options.params`) ops.c declares no constant array: each is a macro for a pointer
+into the parameter blob (utvm.compiler.params), whose first byte every operator function takes from the
+context it receives. The context reaches the operators (`Options.operator_context`: --params external, or a
+user operator that takes it) as their last argument, TVM's `void* resource_handle` (a `const TVMContext*`);
+unpacked main passes it on, the C interface's `_run` takes the application's, and the packed entry points
+(and packed operators) use the model's own, `tvmgen_<m>_context()` in main.c, which `tvmgen_<m>_set_parameters`
+and the system library's `tvmgen_<m>_set_params` fill.
+
 What the generated C needs at link time besides the CRT: `model_libm_functions` lists the <math.h>
 functions it calls (float softmax/logistic: expf, tanh: tanhf, batch_norm with run-time parameters: sqrtf), as
 the kernels reported them while they were emitted (`KernelContext.libm`: nothing is read back from the C text);
@@ -41,10 +49,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from utvm import custom_ops
-from utvm.compiler.header import ModelInterface, reset_state_signature
+from utvm.compiler.header import ModelInterface, params_info, reset_state_signature
 from utvm.compiler.kernels import C_TYPES, DL_TYPES, MATH_FUNCTIONS, FileScope
 from utvm.compiler.kernels import custom as custom_kernel
-from utvm.compiler.kernels.cemit import block, fill, indent, lines
+from utvm.compiler.kernels.cemit import block, c_array_body, fill, indent, lines, table_decl
 from utvm.compiler.lower import Lowered, MemoryPlan, OperatorFunc
 from utvm.compiler.memory import (
     ALIGNMENT,
@@ -55,6 +63,7 @@ from utvm.compiler.memory import (
     pool_param_name,
     workspace_sizes_name,
 )
+from utvm.compiler.params import MEANINGS, ParamArray, ParamsLayout, place_arrays
 from utvm.support.ctext import c_comment, c_string
 
 
@@ -67,6 +76,14 @@ class Options:
     rounding: str
     version: str
     constants_section: str = ""  # --constants-section: the linker section of the constant arrays
+    params: str = "embedded"  # --params: "embedded" (const arrays in the code) | "external" (a blob, params.py)
+    #: every operator takes the context as its last argument (`void* resource_handle`): with --params
+    #: external, or a user operator declared with UTVM_CUSTOM_OP_WITH_CONTEXT (`operator_context`)
+    operator_context: bool = False
+
+    @property
+    def external_params(self) -> bool:
+        return self.params == "external"
 
 
 _KTVM_TENSOR = "kTVMDLTensorHandle"
@@ -209,12 +226,60 @@ def _unpack_statements(prefix: str, func: str, args: Sequence[_Arg], shapes: _Sh
     return lines(stmts)
 
 
-def _packed_function(head: str, prefix: str, name: str, args: Sequence[_Arg], shapes: _Shapes, call: str) -> str:
+def _packed_function(head: str, prefix: str, name: str, args: Sequence[_Arg], shapes: _Shapes, call: str,
+                     checks: Sequence[str] = ()) -> str:
     """A packed function (`head` is its signature) that checks its DLTensor arguments `args` into `data` and
-    returns the status of `call` (a C call reading them; error texts name `name`)."""
+    returns the status of `call` (a C call reading them; error texts name `name`); `checks`: statements
+    before the call (`_params_installed`)."""
     return block(head, [f"void* data[{max(len(args), 1)}];", "int err;", "(void)out_ret_value;",
-                        "(void)resource_handle;", _unpack_statements(prefix, name, args, shapes),
+                        "(void)resource_handle;", _unpack_statements(prefix, name, args, shapes), *checks,
                         "*out_ret_tcode = (int)kTVMNullptr;", f"return (int){call};"])
+
+
+# --- the context and the parameters (--params external, user operators that take the context) ------------------
+
+#: the local name of the parameter blob's first byte in every operator function (--params external)
+PARAMS_BASE = "tvmgen_params"
+
+
+def context_accessor(prefix: str) -> str:
+    """The function returning the model's own TVMContext (`<prefix>_context`): what its packed entry points,
+    the RPC adapter and single operator calls over RPC run with (Options.operator_context)."""
+    return f"{prefix}_context"
+
+
+def set_params_function(prefix: str) -> str:
+    """The packed function of the system library that installs a parameter blob (--params external)."""
+    return f"{prefix}_set_params"
+
+
+def _params_installed(prefix: str, func_expr: str) -> list[str]:
+    """Packed code, --params external: refuse to run before the model's own context holds a blob."""
+    return [block(f"if ({context_accessor(prefix)}()->params == NULL)",
+                  [f"TVMAPISetLastErrorf(\"%s: no parameter blob: install one with {set_params_function(prefix)} "
+                   f"or {prefix}_set_parameters\", {func_expr});", "return (int)kTvmErrorParamsMissing;"])]
+
+
+def _param_macros(arrays: Sequence[ParamArray]) -> str:
+    """--params external: each constant array of the operators file as a pointer into the blob (`PARAMS_BASE`,
+    which every operator function defines from its context)."""
+    out = ["/* --params external: the constant arrays are read from the parameter blob in the context",
+           f" * (TVMContext.params, validated by TVMSetParameters): {PARAMS_BASE} is its first byte. */"]
+    out += [f"#define {a.name} ((const {a.ctype}*)({PARAMS_BASE} + {a.offset}U))" for a in arrays]
+    return "\n".join(out)
+
+
+def param_arrays(file: FileScope) -> tuple[tuple[ParamArray, ...], int]:
+    """Where the operators file's constant arrays go in the parameter blob (params.place_arrays), and its size."""
+    return place_arrays([(name, ctype, len(raw)) for name, (ctype, raw, _decl) in file.data_arrays.items()])
+
+
+def _operator_prologue(opts: Options) -> list[str]:
+    """The first statements of every operator function that takes the context."""
+    if opts.external_params:
+        return [f"const uint8_t* const {PARAMS_BASE} = (const uint8_t*)((const TVMContext*)resource_handle)->params;",
+                f"(void){PARAMS_BASE};"]
+    return ["(void)resource_handle;"] if opts.operator_context else []
 
 
 def _func_args(lowered: Lowered, f: OperatorFunc) -> list[_Arg]:
@@ -227,20 +292,27 @@ def _func_args(lowered: Lowered, f: OperatorFunc) -> list[_Arg]:
     return args
 
 
-def raw_params(ins: Sequence[str], outs: Sequence[str], scratch: bool, state: bool) -> str:
+#: the last parameter of every operator function of a model whose operators receive the context
+CONTEXT_PARAM = "void* resource_handle"
+
+
+def raw_params(ins: Sequence[str], outs: Sequence[str], scratch: bool, state: bool, context: bool = False) -> str:
     """The C parameters of an operator function in the unpacked conventions, from its inputs' and outputs'
-    dtypes: `const T* in<k>`, `T* out<k>`, then `uint8_t* scratch` and `uint8_t* state` when it has them."""
+    dtypes: `const T* in<k>`, `T* out<k>`, then `uint8_t* scratch` and `uint8_t* state` when it has them,
+    then, with `context` (Options.operator_context), `void* resource_handle`: the model's TVMContext."""
     ps = [f"const {C_TYPES[d]}* in{k}" for k, d in enumerate(ins)]
     ps += [f"{C_TYPES[d]}* out{k}" for k, d in enumerate(outs)]
-    ps += ["uint8_t* scratch"] * scratch + ["uint8_t* state"] * state
+    ps += ["uint8_t* scratch"] * scratch + ["uint8_t* state"] * state + [CONTEXT_PARAM] * context
     return ", ".join(ps) or "void"
 
 
-def raw_call_args(ins: Sequence[str], outs: Sequence[str], scratch: bool, state: bool, data: str = "data") -> str:
-    """The arguments of a call of such a function from an array `data` of pointers, in parameter order."""
+def raw_call_args(ins: Sequence[str], outs: Sequence[str], scratch: bool, state: bool, data: str = "data",
+                  context: str | None = None) -> str:
+    """The arguments of a call of such a function from an array `data` of pointers, in parameter order;
+    `context`: the C expression of the resource handle, for functions that take it."""
     types = [f"const {C_TYPES[d]}*" for d in ins] + [f"{C_TYPES[d]}*" for d in outs]
     types += ["uint8_t*"] * (scratch + state)
-    return ", ".join(f"({ty}){data}[{i}]" for i, ty in enumerate(types))
+    return ", ".join([*(f"({ty}){data}[{i}]" for i, ty in enumerate(types)), *([context] if context else [])])
 
 
 def _io_dtypes(lowered: Lowered, f: OperatorFunc) -> tuple[list[str], list[str], bool, bool]:
@@ -249,12 +321,12 @@ def _io_dtypes(lowered: Lowered, f: OperatorFunc) -> tuple[list[str], list[str],
             bool(f.code.scratch_bytes), bool(f.code.persistent_bytes))
 
 
-def _unpacked_params(lowered: Lowered, f: OperatorFunc) -> str:
-    return raw_params(*_io_dtypes(lowered, f))
+def _unpacked_params(lowered: Lowered, f: OperatorFunc, opts: Options) -> str:
+    return raw_params(*_io_dtypes(lowered, f), context=opts.operator_context)
 
 
-def _unpacked_call_args(lowered: Lowered, f: OperatorFunc, data: str = "data") -> str:
-    return raw_call_args(*_io_dtypes(lowered, f), data=data)
+def _unpacked_call_args(lowered: Lowered, f: OperatorFunc, data: str = "data", context: str | None = None) -> str:
+    return raw_call_args(*_io_dtypes(lowered, f), data=data, context=context)
 
 
 PACKED_PARAMS = ("TVMValue* args, int* type_codes, int num_args, TVMValue* out_ret_value, int* out_ret_tcode, "
@@ -270,7 +342,7 @@ def _describe(lowered: Lowered, f: OperatorFunc) -> str:
 
 def _prototypes(lowered: Lowered, opts: Options) -> list[str]:
     """The declarations of every operator function in opts' convention (main.c calls them; ops.c defines them)."""
-    return [f"int32_t {f.name}({_unpacked_params(lowered, f)});" if opts.unpacked_api
+    return [f"int32_t {f.name}({_unpacked_params(lowered, f, opts)});" if opts.unpacked_api
             else f"int {f.name}({PACKED_PARAMS});" for f in lowered.funcs]
 
 
@@ -285,31 +357,45 @@ def ops_source(lowered: Lowered, opts: Options) -> str:
         out.append("#include <math.h>")
     if not opts.unpacked_api:
         out += ["#include <tvm/runtime/c_runtime_api.h>", "#include <tvm/runtime/crt/error_codes.h>"]
+    if opts.operator_context:
+        out.append("#include <tvm/runtime/crt/tvm_micro_backend.h>")
     out.append("")
     funcs_c: list[str] = []
     shapes = _Shapes(f"{prefix}_ops")
+    prologue = _operator_prologue(opts)
+    context = f"(void*){context_accessor(prefix)}()" if opts.operator_context else None
     for f in lowered.funcs:
-        params = _unpacked_params(lowered, f)
-        body = f.code.body.strip()
+        params = _unpacked_params(lowered, f, opts)
+        body = lines(prologue, f.code.body.strip())
         doc = f"/* {_describe(lowered, f)} */"
         attrs = f"{f.code.attributes} " if f.code.attributes else ""
         if opts.unpacked_api:
             funcs_c.append(f"{doc}\n{block(f'{attrs}int32_t {f.name}({params})', body)}\n")
         else:
             compute = block(f"{attrs}static int32_t {f.name}_compute({params})", body)
-            call = f"{f.name}_compute({_unpacked_call_args(lowered, f)})"
+            call = f"{f.name}_compute({_unpacked_call_args(lowered, f, context=context)})"
+            checks = _params_installed(prefix, f'"{f.name}"') if opts.external_params else ()
             wrapper = _packed_function(f"int {f.name}({PACKED_PARAMS})", prefix, f.name, _func_args(lowered, f),
-                                       shapes, call)
+                                       shapes, call, checks)
             funcs_c.append(f"{doc}\n{compute}\n\n{wrapper}\n")
     # Prototypes first: every operator is an external symbol main.c calls.
     out += [*_prototypes(lowered, opts), ""]
+    if opts.operator_context and not opts.unpacked_api:
+        out += [f"TVMContext* {context_accessor(prefix)}(void);", ""]
     prelude = file.render_prelude()
     if prelude:
         out += [prelude, ""]
-    if file.decls and opts.constants_section:
-        out += [constants_attr(opts), _in_constants_section("\n".join(file.decls)), ""]
-    elif file.decls:
-        out += ["\n".join(file.decls), ""]
+    decls = file.decls
+    if opts.external_params:  # the arrays are in the blob: the declarations left are functions
+        arrays, _size = param_arrays(file)
+        tables = {decl for _ctype, _raw, decl in file.data_arrays.values()}
+        decls = [d for d in file.decls if d not in tables]
+        if arrays:
+            out += [_param_macros(arrays), ""]
+    if decls and opts.constants_section and not opts.external_params:
+        out += [constants_attr(opts), _in_constants_section("\n".join(decls)), ""]
+    elif decls:
+        out += ["\n".join(decls), ""]
     user_ops = custom_kernel.call_source([(f.name, f.node) for f in lowered.funcs if f.node.op == custom_ops.OP],
                                          prefix, packed=not opts.unpacked_api)
     if user_ops:  # how the user operators' functions are reached in this convention (kernels/custom.py)
@@ -389,7 +475,79 @@ def _main_includes(lowered: Lowered, opts: Options, prefix: str) -> list[str]:
         out.append(f"#include \"{prefix}.h\"")
     if not opts.unpacked_api or opts.interface_api == "packed":
         out += ["#include <tvm/runtime/c_runtime_api.h>", "#include <tvm/runtime/crt/error_codes.h>"]
+    if opts.operator_context:  # the model's own context; TVMSetParameters (header-only)
+        out.append("#include <tvm/runtime/crt/tvm_micro_runtime.h>")
     return [*out, ""]
+
+
+# The packed function that installs a parameter blob in the model's own context (--params external), and
+# the words of each refusal (utvm.compiler.params.MEANINGS).
+_SET_PARAMS = """\
+/* Validate a parameter blob (a 1-D uint8 tensor of its bytes, in memory that stays allocated and unchanged while
+ * the model uses it) and make it the parameters of the model's own context; a refused blob changes nothing. */
+@STATIC@int @NAME@(@PARAMS@) {
+  const DLTensor* t;
+  int32_t err;
+  (void)out_ret_value;
+  (void)resource_handle;
+  if (num_args != 1 || (type_codes[0] != (int)kTVMDLTensorHandle && type_codes[0] != (int)kTVMNDArrayHandle)) {
+    TVMAPISetLastErrorf("@NAME@: expected one argument, the parameter blob as a uint8 tensor");
+    return (int)kTvmErrorFunctionCallWrongArgType;
+  }
+  t = (const DLTensor*)args[0].v_handle;
+  if (t == NULL || t->data == NULL || t->ndim != 1 || t->dtype.code != 1U || t->dtype.bits != 8U ||
+      t->dtype.lanes != 1U || t->shape[0] < 0) {
+    TVMAPISetLastErrorf("@NAME@: the parameter blob must be a 1-D uint8 tensor");
+    return (int)kTvmErrorFunctionCallInvalidArg;
+  }
+  err = @SET@((const void*)((const uint8_t*)t->data + t->byte_offset), (size_t)t->shape[0]);
+  if (err != 0) {
+    TVMAPISetLastErrorf("@NAME@: %s (error 0x%x)", @PREFIX@_params_refusal(err), (unsigned)err);
+    return (int)err;
+  }
+  *out_ret_tcode = (int)kTVMNullptr;
+  return 0;
+}
+"""
+
+
+def set_params_source(prefix: str, static: bool) -> str:
+    """The packed `<prefix>_set_params` (system library, RPC) over `<prefix>_set_parameters`, and its messages."""
+    cases = [f"case (int32_t){name}:\n  return \"{c_string(text)}\";" for name, text in MEANINGS.items()]
+    refusal = block(f"static const char* {prefix}_params_refusal(int32_t err)",
+                    [block("switch (err)", [*cases, "default:\n  return \"refused\";"])])
+    return refusal + "\n\n" + fill(_SET_PARAMS, STATIC="static " if static else "", NAME=set_params_function(prefix),
+                                     PARAMS=PACKED_PARAMS, SET=f"{prefix}_set_parameters", PREFIX=prefix)
+
+
+def _own_context_source(opts: Options, prefix: str, layout: ParamsLayout | None) -> list[str]:
+    """main.c, operators that take the context: the model's own TVMContext and its accessor; with --params
+    external also the TVMParamsInfo of the blob and `<prefix>_set_parameters` (and, interface packed, the packed
+    `<prefix>_set_params` its system library registers)."""
+    own = f"{prefix}_own_context"
+    out = ["/* The model's own context: what its packed entry points, its RPC adapter and single operator calls over",
+           " * RPC run with (the C interface's tvmgen_<m>_run takes the application's). */",
+           f"static TVMContext {own};", "",
+           block(f"TVMContext* {context_accessor(prefix)}(void)", f"return &{own};"), ""]
+    if layout is None:
+        return out
+    words = [w for a in layout.arrays for w in (a.offset, a.size)]
+    hash_body = ",\n  ".join(", ".join(f"0x{b:02x}U" for b in layout.model_hash[i:i + 16])
+                              for i in range(0, len(layout.model_hash), 16))
+    info = params_info(prefix)
+    out += ["/* --params external: the parameter blob this code reads (utvm.compiler.params): the SHA-256 of the",
+            " * operators file, the blob's size and each array's offset and size. */",
+            f"static const uint8_t {prefix}_params_hash[{len(layout.model_hash)}] = {{\n  {hash_body}\n}};",
+            table_decl("uint32_t", f"{prefix}_params_layout", c_array_body(words, "uint32", 8) if words else "0U",
+                       len(words)),
+            f"const TVMParamsInfo {info} = {{{prefix}_params_hash, {layout.total_size}U, {len(layout.arrays)}U, "
+            f"{prefix}_params_layout}};", "",
+            "/* Validate `blob` and make it the parameters of the model's own context (TVMSetParameters). */",
+            block(f"int32_t {prefix}_set_parameters(const void* blob, size_t size)",
+                  f"return TVMSetParameters(&{own}, &{info}, blob, size);"), ""]
+    if opts.interface_api == "packed":
+        out += [set_params_source(prefix, static=False), ""]
+    return out
 
 
 def _main_workspace_arrays(plan: MemoryPlan, prefix: str, user_ws: bool) -> list[str]:
@@ -430,7 +588,8 @@ def _operator_step(lowered: Lowered, opts: Options, iface: ModelInterface, f: Op
     args = _func_args(lowered, f)
     if opts.unpacked_api:
         types = [C_TYPES[a.dtype] for a in args]
-        call = f"err = {f.name}({', '.join(f'({ty}*){p}' for ty, p in zip(types, ptrs, strict=True))});"
+        call_args = [f"({ty}*){p}" for ty, p in zip(types, ptrs, strict=True)]
+        call = f"err = {f.name}({', '.join([*call_args, *(['resource_handle'] * opts.operator_context)])});"
     else:
         n = len(args)
         describe = []
@@ -471,13 +630,14 @@ def _workspace_locals(plan: MemoryPlan, prefix: str, user_ws: bool, ws: _Workspa
 
 
 def _packed_main(prefix: str, main_name: str, iface: ModelInterface, steps: list[str], ws_locals: list[str],
-                 shapes: _Shapes) -> list[str]:
+                 shapes: _Shapes, opts: Options) -> list[str]:
     """Packed main: one body for __tvm_main__ and _run (`<prefix>_main_impl`), each naming itself in error texts."""
     io = (*iface.inputs, *iface.outputs)
     io_args = [_Arg(x.name, x.dtype, x.shape) for x in io]
     body = [f"void* data[{max(len(io_args), 1)}];", *(f"{C_TYPES[x.dtype]}* {x.param};" for x in io), *ws_locals,
             "int err;", "(void)out_ret_value;", "(void)resource_handle;",
-            _unpack_statements(prefix, main_name, io_args, shapes, func_expr="func")]
+            _unpack_statements(prefix, main_name, io_args, shapes, func_expr="func"),
+            *(_params_installed(prefix, "func") if opts.external_params else ())]
     for i, x in enumerate(io):
         body += [f"{x.param} = ({C_TYPES[x.dtype]}*)data[{i}];", f"(void){x.param};"]
     impl = f"{prefix}_main_impl"
@@ -489,8 +649,9 @@ def _packed_main(prefix: str, main_name: str, iface: ModelInterface, steps: list
 
 
 def _unpacked_main(lowered: Lowered, main_name: str, iface: ModelInterface, user_ws: bool, steps: list[str],
-                   ws_locals: list[str], ws: _Workspace) -> list[str]:
-    """Unpacked main: the model's inputs and outputs, then the application's workspace (or one per pool)."""
+                   ws_locals: list[str], ws: _Workspace, context: bool = False) -> list[str]:
+    """Unpacked main: the model's inputs and outputs, then the application's workspace (or one per pool), then
+    with `context` (Options.operator_context) the resource handle every operator gets."""
     pools = lowered.plan.pools
     io = (*iface.inputs, *iface.outputs)
     params = [f"{C_TYPES[x.dtype]}* {x.param}" for x in io]
@@ -498,7 +659,9 @@ def _unpacked_main(lowered: Lowered, main_name: str, iface: ModelInterface, user
         params += [f"uint8_t* {pool_param_name(u.spec.name)}" for u in pools]
     elif user_ws:
         params.append("uint8_t* workspace")
-    body = [*ws_locals, "int32_t err;" if lowered.funcs else "", *(f"(void){x.param};" for x in io)]
+    params += [CONTEXT_PARAM] * context
+    body = [*ws_locals, "int32_t err;" if lowered.funcs else "", *(f"(void){x.param};" for x in io),
+            *(["(void)resource_handle;"] if context and not lowered.funcs else [])]
     if user_ws and not pools and not ws.single_used:
         body.append("(void)workspace;")
     if user_ws:
@@ -506,9 +669,10 @@ def _unpacked_main(lowered: Lowered, main_name: str, iface: ModelInterface, user
     return [block(f"int32_t {main_name}({', '.join(params) or 'void'})", [*body, *steps, "return 0;"]), ""]
 
 
-def main_source(lowered: Lowered, opts: Options, iface: ModelInterface) -> str:
+def main_source(lowered: Lowered, opts: Options, iface: ModelInterface, layout: ParamsLayout | None = None) -> str:
     """`tvmgen_<m>_main.c`: the workspace, `__tvm_main__` calling every operator in order on its planned buffers,
-    the state reset of stateful models and the entry point (`_entry_source`)."""
+    the state reset of stateful models and the entry point (`_entry_source`); with operators that take the
+    context, the model's own context (and with --params external, `layout`'s TVMParamsInfo)."""
     prefix = f"tvmgen_{opts.model_name}"
     user_ws = opts.workspace == "user"
     packed_main = not opts.unpacked_api
@@ -518,11 +682,15 @@ def main_source(lowered: Lowered, opts: Options, iface: ModelInterface) -> str:
     ws = _Workspace(lowered.plan.pools)
     steps = _main_steps(lowered, opts, iface, prefix, consts, shapes, ws)
     ws_locals = _workspace_locals(lowered.plan, prefix, user_ws, ws)
-    func = (_packed_main(prefix, main_name, iface, steps, ws_locals, shapes) if packed_main
-            else _unpacked_main(lowered, main_name, iface, user_ws, steps, ws_locals, ws))
+    func = (_packed_main(prefix, main_name, iface, steps, ws_locals, shapes, opts) if packed_main
+            else _unpacked_main(lowered, main_name, iface, user_ws, steps, ws_locals, ws, opts.operator_context))
+    if opts.external_params and layout is None:
+        raise ValueError("main_source: --params external needs the blob's layout")
     out = [_banner(f"{prefix}_main.c", "AOT executor (main, entry point)", opts),
            *_main_includes(lowered, opts, prefix), *_main_workspace_arrays(lowered.plan, prefix, user_ws),
            *_prototypes(lowered, opts), "", *const_decls]
+    if opts.operator_context:
+        out += _own_context_source(opts, prefix, layout if opts.external_params else None)
     if packed_main or opts.interface_api == "packed":
         out.append(_arg_checker(prefix))
     if packed_main and lowered.funcs:  # only operator calls use it (unused-function under -Werror otherwise)
@@ -594,6 +762,23 @@ def _model_descriptor(opts: Options, iface: ModelInterface, prefix: str, pools: 
     return f"const TVMModel {prefix}_model = {{\n{indent(fields)}\n}};"
 
 
+def run_takes_context(opts: Options) -> bool:
+    """Interface c: whether `tvmgen_<m>_run` takes the application's `const TVMContext*` (its workspaces, its
+    parameter blob, or a handle for user operators)."""
+    return opts.workspace == "user" or opts.operator_context
+
+
+def _context_checks(opts: Options) -> list[str]:
+    """Interface c, operators that take the context: refuse a missing context, and with --params external a
+    context without a parameter blob (TVMSetParameters validates the blob it puts there)."""
+    if not opts.operator_context:
+        return []
+    out = [block("if (context == NULL)", "return (int32_t)TVM_MICRO_ERROR_BAD_CONTEXT;")]
+    if opts.external_params:
+        out.append(block("if (context->params == NULL)", "return (int32_t)kTvmErrorParamsMissing;"))
+    return out
+
+
 def _entry_source(lowered: Lowered, opts: Options, iface: ModelInterface, main_name: str) -> str:
     prefix = f"tvmgen_{opts.model_name}"
     if opts.interface_api == "packed":
@@ -602,23 +787,30 @@ def _entry_source(lowered: Lowered, opts: Options, iface: ModelInterface, main_n
                         f"return {prefix}_main_impl(\"{prefix}_run\", args, type_codes, num_args, out_ret_value, "
                         "out_ret_tcode, resource_handle);")
             return f"/* The model's entry point: main over (inputs..., outputs...) as DLTensors. */\n{run}\n"
-        return _packed_adapter(prefix, f"{prefix}_run", main_name, iface, static=False)
+        checks = _params_installed(prefix, f'"{prefix}_run"') if opts.external_params else ()
+        context = f"(void*){context_accessor(prefix)}()" if opts.operator_context else None
+        return _packed_adapter(prefix, f"{prefix}_run", main_name, iface, static=False, context=context,
+                               checks=checks)
 
     # Interface c: tvmgen_<m>_run over the structs, the TVMModel entry point and the descriptor.
     user_ws = opts.workspace == "user"
+    with_context = run_takes_context(opts)
     pools = lowered.plan.pools
     args = [*(f"inputs->{x.field}" for x in iface.inputs), *(f"outputs->{x.field}" for x in iface.outputs)]
     if user_ws and pools:
         args += [pool_param_name(u.spec.name) for u in pools]
     elif user_ws:
         args.append("workspace" if lowered.plan.workspace_bytes > 0 else "NULL")
+    if opts.operator_context:
+        args.append("(void*)context")  # the operators only read it (they take TVM's `void* resource_handle`)
     run_params = f"struct {prefix}_inputs* inputs, struct {prefix}_outputs* outputs"
-    run_sig = f"int32_t {prefix}_run({run_params}{', const TVMContext* context' if user_ws else ''})"
+    run_sig = f"int32_t {prefix}_run({run_params}{', const TVMContext* context' if with_context else ''})"
     casts = f"(struct {prefix}_inputs*)inputs, (struct {prefix}_outputs*)outputs"
-    entry = [f"return {prefix}_run({casts}, context);"] if user_ws else ["(void)context;",
-                                                                         f"return {prefix}_run({casts});"]
+    entry = [f"return {prefix}_run({casts}, context);"] if with_context else ["(void)context;",
+                                                                              f"return {prefix}_run({casts});"]
+    prologue = [*_context_workspaces(lowered, iface, user_ws), *_context_checks(opts)]
     return "\n".join([
-        block(run_sig, [*_context_workspaces(lowered, iface, user_ws), f"return {main_name}({', '.join(args)});"]), "",
+        block(run_sig, [*prologue, f"return {main_name}({', '.join(args)});"]), "",
         block(f"static int32_t {prefix}_entrypoint(void* inputs, void* outputs, const TVMContext* context)", entry),
         "", _workspace_sizes(prefix, pools), "", _model_descriptor(opts, iface, prefix, pools), ""])
 
@@ -633,13 +825,15 @@ def _workspace_sizes(prefix: str, pools: Sequence[PoolUse]) -> str:
     return f"static const size_t {table}[{len(pools)}] = {{{sizes}}};"
 
 
-def _packed_adapter(prefix: str, name: str, target: str, iface: ModelInterface, static: bool) -> str:
-    """A TVMBackendPackedCFunc `name` over (inputs..., outputs...) calling the unpacked `target`."""
+def _packed_adapter(prefix: str, name: str, target: str, iface: ModelInterface, static: bool,
+                    context: str | None = None, checks: Sequence[str] = ()) -> str:
+    """A TVMBackendPackedCFunc `name` over (inputs..., outputs...) calling the unpacked `target` (with the C
+    expression `context` as its last argument, when given; `checks` before the call)."""
     io = (*iface.inputs, *iface.outputs)
     shapes = _Shapes(f"{name}")
-    call = ", ".join(f"({C_TYPES[x.dtype]}*)data[{i}]" for i, x in enumerate(io))
+    call = ", ".join([*(f"({C_TYPES[x.dtype]}*)data[{i}]" for i, x in enumerate(io)), *([context] if context else [])])
     func = _packed_function(f"{'static ' if static else ''}int {name}({PACKED_PARAMS})", prefix, name,
-                            [_Arg(x.name, x.dtype, x.shape) for x in io], shapes, f"{target}({call})")
+                            [_Arg(x.name, x.dtype, x.shape) for x in io], shapes, f"{target}({call})", checks)
     return f"{shapes.render()}\n\n/* Packed entry: (inputs..., outputs...) as DLTensors -> {target}. */\n{func}\n"
 
 
@@ -669,8 +863,9 @@ def system_lib_entries(lowered: Lowered, opts: Options) -> list[tuple[str, str]]
     """(registered name, C function) of every function in the system library, in registry order."""
     prefix = f"tvmgen_{opts.model_name}"
     if opts.interface_api == "c":
-        return [(f"{prefix}_run", f"{prefix}_run_packed")]
-    entries = [(f"{prefix}_run", f"{prefix}_run")]
+        return system_lib_entries_c(opts)
+    set_params = [(set_params_function(prefix), set_params_function(prefix))] if opts.external_params else []
+    entries = [(f"{prefix}_run", f"{prefix}_run"), *set_params]
     if not opts.unpacked_api:
         entries.append((f"{prefix}___tvm_main__", f"{prefix}___tvm_main__"))
         entries += [(f.name, f.name) for f in lowered.funcs]
@@ -689,8 +884,14 @@ def rpc_adapter_source(opts: Options, iface: ModelInterface, workspace_bytes: in
     `CompiledModel.rpc_sources`, never part of the MLF's codegen/ (which holds no DLTensor/TVMValue code
     with interface c); it depends on nothing but its arguments, so a loaded MLF regenerates it. With memory
     pools (`pool_bytes`: each pool's (size, alignment), in pool order) it has one workspace per pool."""
+    return _system_lib(opts, iface, system_lib_entries_c(opts), workspace_bytes, pool_bytes)
+
+
+def system_lib_entries_c(opts: Options) -> list[tuple[str, str]]:
+    """Interface c: (registered name, C function) of the RPC adapter's registry."""
     prefix = f"tvmgen_{opts.model_name}"
-    return _system_lib(opts, iface, [(f"{prefix}_run", f"{prefix}_run_packed")], workspace_bytes, pool_bytes)
+    set_params = [(set_params_function(prefix), set_params_function(prefix))] if opts.external_params else []
+    return [(f"{prefix}_run", f"{prefix}_run_packed"), *set_params]
 
 
 def _system_lib(opts: Options, iface: ModelInterface, entries: list[tuple[str, str]], ws_size: int,
@@ -704,10 +905,13 @@ def _system_lib(opts: Options, iface: ModelInterface, entries: list[tuple[str, s
         out.append(f"#include \"{prefix}.h\"")
     out.append("")
     if opts.interface_api == "c":
-        # A packed adapter over the C interface so the model can be run over RPC.
+        # A packed adapter over the C interface so the model can be run over RPC. With operators that take the
+        # context it runs with the model's own context (its parameter blob: set_params), its workspaces put in.
         user_ws = opts.workspace == "user"
+        own = opts.operator_context
         run_call_target = f"{prefix}_run_unpacked"
         out.append(_arg_checker(prefix))
+        workspaces = ""
         if user_ws and pool_bytes:
             # One array per pool that received buffers; a pool of 0 bytes gets NULL (it is never read).
             arrays = [f"{prefix}_rpc_workspace{k}" if n else "NULL" for k, (n, _al) in enumerate(pool_bytes)]
@@ -716,27 +920,35 @@ def _system_lib(opts: Options, iface: ModelInterface, entries: list[tuple[str, s
                 out += ["#if defined(__GNUC__) || defined(__clang__)",
                         *(f"static uint8_t {a}[{n}] __attribute__((aligned({al})));" for a, n, al in sized), "#else",
                         *(f"static uint8_t {a}[{n}];" for a, n, _al in sized), "#endif"]
-            out += [f"static void* const {prefix}_rpc_workspaces[{len(arrays)}] = {{{', '.join(arrays)}}};",
-                    f"static const TVMContext {prefix}_rpc_context = {{{prefix}_rpc_workspaces}};"]
+            workspaces = f"static void* const {prefix}_rpc_workspaces[{len(arrays)}] = {{{', '.join(arrays)}}};"
         elif user_ws:
             if ws_size:
-                out += [_aligned_attr(),
-                        f"static uint8_t {prefix}_rpc_workspace[{ws_size}] TVMGEN_ALIGNED;",
-                        f"static void* const {prefix}_rpc_workspaces[1] = {{{prefix}_rpc_workspace}};",
-                        f"static const TVMContext {prefix}_rpc_context = {{{prefix}_rpc_workspaces}};"]
+                out += [_aligned_attr(), f"static uint8_t {prefix}_rpc_workspace[{ws_size}] TVMGEN_ALIGNED;"]
             else:
-                out += [f"static uint8_t {prefix}_rpc_workspace[{ALIGNMENT}];",
-                        f"static void* const {prefix}_rpc_workspaces[1] = {{{prefix}_rpc_workspace}};",
-                        f"static const TVMContext {prefix}_rpc_context = {{{prefix}_rpc_workspaces}};"]
+                out += [f"static uint8_t {prefix}_rpc_workspace[{ALIGNMENT}];"]
+            workspaces = f"static void* const {prefix}_rpc_workspaces[1] = {{{prefix}_rpc_workspace}};"
+        if workspaces:
+            out.append(workspaces)
+        if user_ws and not own:
+            out.append(f"static const TVMContext {prefix}_rpc_context = {{.workspace = {prefix}_rpc_workspaces}};")
         io = (*iface.inputs, *iface.outputs)
         params = ", ".join(f"{C_TYPES[x.dtype]}* {x.param}" for x in io) or "void"
         context = f", &{prefix}_rpc_context" if user_ws else ""
+        locals_ = [f"struct {prefix}_inputs inputs;", f"struct {prefix}_outputs outputs;"]
+        if own:
+            context = ", &context"
+            locals_ += [f"TVMContext context = *{context_accessor(prefix)}();",
+                        *([f"context.workspace = {prefix}_rpc_workspaces;"] if user_ws else [])]
         out.append(block(f"static int32_t {run_call_target}({params})", [
-            f"struct {prefix}_inputs inputs;", f"struct {prefix}_outputs outputs;",
+            *locals_,
             *(f"inputs.{x.field} = {x.param};" for x in iface.inputs),
             *(f"outputs.{x.field} = {x.param};" for x in iface.outputs),
             f"return {prefix}_run(&inputs, &outputs{context});"]) + "\n")
-        out.append(_packed_adapter(prefix, f"{prefix}_run_packed", run_call_target, iface, static=True))
+        checks = _params_installed(prefix, f'"{prefix}_run"') if opts.external_params else ()
+        out.append(_packed_adapter(prefix, f"{prefix}_run_packed", run_call_target, iface, static=True,
+                                   checks=checks))
+        if opts.external_params:
+            out += [set_params_source(prefix, static=True), ""]
     else:
         for _reg, cname in entries:
             out.append(f"int {cname}({PACKED_PARAMS});")

@@ -63,7 +63,8 @@ def _raw_signature(op: Any) -> tuple[list[str], list[str], bool, bool]:
 
 
 def debug_source(compiled: Any) -> str:
-    """`tvmgen_<m>_debug.c`: operator wrappers, forwarders and the firmware's TVMSystemLibEntryPoint."""
+    """`tvmgen_<m>_debug.c`: operator wrappers, forwarders and the firmware's TVMSystemLibEntryPoint. Operators
+    that take the context (metadata.json's `operator_context`) get the model's own (codegen.context_accessor)."""
     prefix = compiled.prefix
     p = f"{prefix}_debug"
     entry = model_entry_name(compiled)
@@ -74,9 +75,15 @@ def debug_source(compiled: Any) -> str:
            "#include <stddef.h>", "#include <stdint.h>", "#include <tvm/runtime/c_runtime_api.h>",
            "#include <tvm/runtime/crt/error_codes.h>", "#include <tvm/runtime/crt/func_registry.h>",
            "#include <tvm/runtime/crt/module.h>", "", f"const TVMModule* {entry}(void);", ""]
+    context = bool(compiled.metadata["modules"][compiled.model_name]["utvm"].get("operator_context"))
+    handle = f"(void*){codegen.context_accessor(prefix)}()" if context else None
+    external = bool(compiled.metadata["modules"][compiled.model_name]["utvm"].get("params"))
+    if context:
+        out[-3:-3] = ["#include <tvm/runtime/crt/tvm_micro_backend.h>"]
+        out.append(f"TVMContext* {codegen.context_accessor(prefix)}(void);")
     wrapped = [op for op in compiled.operators if op.name not in set(model_funcs)]
     for op in wrapped:
-        out.append(f"int32_t {op.name}({codegen.raw_params(*_raw_signature(op))});")
+        out.append(f"int32_t {op.name}({codegen.raw_params(*_raw_signature(op), context=context)});")
     out.append("")
     shapes = codegen._Shapes(p)
     bodies: list[str] = []
@@ -92,7 +99,8 @@ def debug_source(compiled: Any) -> str:
         entries.append((op.name, cname))
         args = [codegen._Arg(t.name, t.dtype, t.shape) for t in op.args]
         wrapper = codegen._packed_function(f"static int {cname}({codegen.PACKED_PARAMS})", p, op.name, args, shapes,
-                                           f"{op.name}({codegen.raw_call_args(*_raw_signature(op))})")
+                                           f"{op.name}({codegen.raw_call_args(*_raw_signature(op), context=handle)})",
+                                           codegen._params_installed(prefix, f'"{op.name}"') if external else ())
         bodies.append(f"/* {op.node}: packed wrapper of {op.name} ({op.op}) */\n{wrapper}\n")
     forward = (
         f"/* Call `name` from the model's own system library. */\n"

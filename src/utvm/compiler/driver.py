@@ -18,8 +18,11 @@ from typing import Any
 import utvm
 from utvm import custom_ops, limits
 from utvm.compiler import codegen, memory
+from utvm.compiler import params as param_blob
 from utvm.compiler.header import ModelInterface, header_source, model_hash, model_interface, version_parts
+from utvm.compiler.kernels import custom as custom_kernel
 from utvm.compiler.lower import Lowered, MemoryPlan, lower
+from utvm.compiler.params import ParamsLayout
 from utvm.compiler.schedule import Schedule
 from utvm.errors import CompileError
 from utvm.ir.graph import Graph
@@ -29,6 +32,7 @@ EXECUTORS = ("aot",)
 INTERFACE_APIS = ("packed", "c")
 WORKSPACES = ("static", "user")
 ROUNDINGS = ("single", "double")
+PARAMS = ("embedded", "external")
 MLF_VERSION = 7
 #: The longest model name: it prefixes every generated symbol and file name (tvmgen_<name>_system_lib.c must
 #: stay a valid file name everywhere, and C99 promises only 63 significant characters in an identifier).
@@ -50,6 +54,9 @@ class CompileOptions:
     # --memory-pool NAME:SIZE[:ATTRS], in order of preference (none: one workspace pool, the plain plan)
     memory_pools: tuple[memory.PoolSpec, ...] = ()
     constants_section: str = ""  # --constants-section: the linker section of the weights/constant arrays
+    #: --params: the weights as const arrays in the code ("embedded") or in a blob read through the
+    #: TVMContext ("external"; utvm.compiler.params)
+    params: str = "embedded"
 
     def validate(self) -> None:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.model_name):
@@ -74,6 +81,8 @@ class CompileOptions:
             raise CompileError(f"rounding {self.rounding!r}: choose one of {', '.join(ROUNDINGS)}")
         if self.target not in TARGETS:
             raise CompileError(f"target {self.target!r}: choose one of {', '.join(TARGETS)}")
+        if self.params not in PARAMS:
+            raise CompileError(f"params {self.params!r}: choose one of {', '.join(PARAMS)}")
         memory.check_pools(self.memory_pools)
         if self.constants_section:
             try:
@@ -159,6 +168,9 @@ class CompiledModel:
     # Firmware-only C (name -> text), never exported to the MLF's codegen/: with --interface-api c, the
     # packed adapter that lets the RPC firmware run the model (`rpc_sources`; mlf.load regenerates it).
     rpc_sources: dict[str, str] = field(default_factory=dict)
+    # --params external: the parameter blob (params.bin, utvm.compiler.params) and where everything is in it
+    params_blob: bytes | None = None
+    params_layout: ParamsLayout | None = None
 
     @property
     def model_name(self) -> str:
@@ -233,6 +245,8 @@ class CompiledModel:
                 + (f", section {u.spec.section})" if u.spec.section else ")") for u in p.pools))] if p.pools else []),
             f"constants: {self.constant_bytes} bytes" + (f" (section {self.options.constants_section})"
                                                          if self.options.constants_section else ""),
+            *([f"params: external, a blob of {len(self.params_blob)} bytes ({param_blob.MLF_PATH} in the archive; "
+               "TVMSetParameters)"] if self.params_blob is not None else []),
             f"io: {sum(x.size for x in self.interface.inputs)} bytes in, "
             f"{sum(x.size for x in self.interface.outputs)} bytes out",
         ]
@@ -291,15 +305,17 @@ def compile(  # noqa: A001 - the public name the docs use (docs/architecture.md 
     task_counts: Mapping[str, int] | None = None,
     memory_pools: tuple[memory.PoolSpec, ...] = (),
     constants_section: str = "",
+    params: str = "embedded",
 ) -> CompiledModel:
     """Compile `graph` to C for the AOT executor (docs/architecture.md §6-8) on `target` (utvm.target; the portable
     `host` by default). `schedules` maps tuning task keys to schedules (utvm.tune.log.best_schedules of a
     tuning log); kernels of other tasks use their default point. `task_counts` (task key -> nodes) makes
     a kernel choose as if the graph had that many nodes of the task (the tuner compiles one node of a task
-    the model holds n of)."""
+    the model holds n of); `params`: the weights embedded in the code or in an external blob
+    (utvm.compiler.params)."""
     target = get_target(target)
     opts = CompileOptions(model_name, executor, unpacked_api, interface_api, workspace, memory_planner, rounding,
-                          target.name, tuple(memory_pools), constants_section)
+                          target.name, tuple(memory_pools), constants_section, params)
     opts.validate()
     source = graph
     if passes:
@@ -323,16 +339,23 @@ def compile(  # noqa: A001 - the public name the docs use (docs/architecture.md 
 def _emit(source: Graph, lowered: Lowered, opts: CompileOptions, log: list[tuple[str, int]]) -> CompiledModel:
     graph = lowered.graph
     iface = model_interface(graph, opts.model_name)
-    cg_opts = codegen_options(opts)
+    context = opts.params == "external" or custom_kernel.graph_takes_context(graph.nodes)
+    cg_opts = codegen_options(opts, context)
     prefix = f"tvmgen_{opts.model_name}"
+    ops = codegen.ops_source(lowered, cg_opts)
+    layout = blob = None
+    if opts.params == "external":  # the operators file's arrays go to the blob; its hash names the code
+        arrays, total = codegen.param_arrays(lowered.ops_file)
+        layout = ParamsLayout(param_blob.code_hash(ops), arrays, total)
+        blob = param_blob.write_blob(layout, {n: raw for n, (_c, raw, _d) in lowered.ops_file.data_arrays.items()})
     sources = {
-        f"{prefix}_ops.c": codegen.ops_source(lowered, cg_opts),
-        f"{prefix}_main.c": codegen.main_source(lowered, cg_opts, iface),
+        f"{prefix}_ops.c": ops,
+        f"{prefix}_main.c": codegen.main_source(lowered, cg_opts, iface, layout),
     }
     # The C files of user operators (--custom-op) travel with the generated code: MLF, firmware, deploy.
     user_sources = custom_ops.user_sources(graph)
     sources.update(user_sources)
-    rpc = rpc_sources(opts, iface, lowered.plan.workspace_bytes, lowered.plan.pools)
+    rpc = rpc_sources(opts, iface, lowered.plan.workspace_bytes, lowered.plan.pools, context)
     if not rpc:  # the packed interface's system library is the model's own packed code
         sources[system_lib_name(opts.model_name)] = codegen.system_lib_source(lowered, cg_opts, iface)
     operators = tuple(
@@ -351,20 +374,22 @@ def _emit(source: Graph, lowered: Lowered, opts: CompileOptions, log: list[tuple
     sys_funcs = tuple(r for r, _c in codegen.system_lib_entries(lowered, cg_opts))
     libm = codegen.model_libm_functions(lowered, user_sources)
     metadata = build_metadata(opts, iface, lowered.plan, operators, constant_bytes, sources, sys_funcs, log,
-                              graph, rpc, libm=libm)
+                              graph, rpc, libm=libm, operator_context=context, layout=layout)
     user_ops = custom_ops.describe(graph, packed=not opts.unpacked_api)
     if user_ops:  # what the C files under codegen/host/src/utvm_user_*.c provide (docs/custom_ops.md)
         metadata["modules"][opts.model_name]["utvm"]["custom_ops"] = user_ops
     includes = {f"{prefix}.h": header_source(iface, metadata, opts.interface_api, opts.unpacked_api, opts.workspace,
                                              utvm.__version__)}
     return CompiledModel(opts, graph, source, sources, includes, metadata, lowered.plan, operators, iface, sys_funcs,
-                         log, constant_bytes, rpc_sources=rpc)
+                         log, constant_bytes, rpc_sources=rpc, params_blob=blob, params_layout=layout)
 
 
-def codegen_options(opts: CompileOptions) -> codegen.Options:
-    """What the code generator takes of the compile options."""
+def codegen_options(opts: CompileOptions, operator_context: bool = False) -> codegen.Options:
+    """What the code generator takes of the compile options; `operator_context`: every operator takes the
+    context (--params external, or a user operator that takes it: custom.graph_takes_context)."""
     return codegen.Options(opts.model_name, opts.unpacked_api, opts.interface_api, opts.workspace, opts.rounding,
-                           utvm.__version__, opts.constants_section)
+                           utvm.__version__, opts.constants_section, opts.params,
+                           operator_context or opts.params == "external")
 
 
 def system_lib_name(model_name: str) -> str:
@@ -372,12 +397,12 @@ def system_lib_name(model_name: str) -> str:
 
 
 def rpc_sources(opts: CompileOptions, iface: ModelInterface, workspace_bytes: int,
-                pools: tuple[memory.PoolUse, ...] = ()) -> dict[str, str]:
+                pools: tuple[memory.PoolUse, ...] = (), operator_context: bool = False) -> dict[str, str]:
     """The firmware-only sources of `opts`' convention (CompiledModel.rpc_sources): with interface c, the
     system library holding the packed RPC adapter (codegen.rpc_adapter_source); nothing otherwise."""
     if opts.interface_api != "c":
         return {}
-    cg_opts = codegen_options(opts)
+    cg_opts = codegen_options(opts, operator_context)
     pool_bytes = tuple((u.used, u.spec.align) for u in pools)
     return {system_lib_name(opts.model_name): codegen.rpc_adapter_source(cg_opts, iface, workspace_bytes, pool_bytes)}
 
@@ -385,11 +410,13 @@ def rpc_sources(opts: CompileOptions, iface: ModelInterface, workspace_bytes: in
 def build_metadata(opts: CompileOptions, iface: ModelInterface, plan: MemoryPlan, operators: tuple[OperatorInfo, ...],
                    constant_bytes: int, sources: dict[str, str], sys_funcs: tuple[str, ...],
                    log: list[tuple[str, int]], graph: Graph | None = None,
-                   rpc: Mapping[str, str] | None = None, *, libm: Sequence[str]) -> dict[str, Any]:
+                   rpc: Mapping[str, str] | None = None, *, libm: Sequence[str], operator_context: bool = False,
+                   layout: ParamsLayout | None = None) -> dict[str, Any]:
     """metadata.json in MLF version 7 layout (docs/architecture.md §8), with utvm's additions under `utvm`: among
     them the model hash of `graph` (the compiled graph, header.model_hash), the names of the firmware-only
     `rpc` sources (CompiledModel.rpc_sources, not in codegen/) and `libm`, the <math.h> functions the C calls
-    (codegen.model_libm_functions: what the kernels reported)."""
+    (codegen.model_libm_functions: what the kernels reported); only when set, `operator_context` (every
+    operator takes the context) and, --params external, `params` (the blob's `layout`)."""
     io_bytes = sum(x.size for x in (*iface.inputs, *iface.outputs))
 
     def io(xs: tuple) -> dict[str, Any]:
@@ -446,7 +473,10 @@ def build_metadata(opts: CompileOptions, iface: ModelInterface, plan: MemoryPlan
                         **({"memory_pools": [p.to_option() for p in opts.memory_pools]} if opts.memory_pools
                            else {}),
                         **({"constants_section": opts.constants_section} if opts.constants_section else {}),
+                        **({"params": opts.params} if opts.params != "embedded" else {}),
                     },
+                    **({"operator_context": True} if operator_context else {}),
+                    **({"params": layout.to_json()} if layout is not None else {}),
                     "convention": opts.convention,
                     "inputs": [x.name for x in iface.inputs],
                     "outputs": [x.name for x in iface.outputs],

@@ -89,8 +89,14 @@ class TVMModelStruct(ctypes.Structure):
     ]
 
 
+class TVMContextStruct(ctypes.Structure):
+    """ctypes mirror of TVMContext (tvm/runtime/crt/tvm_micro_backend.h)."""
+
+    _fields_ = [("workspace", ctypes.c_void_p), ("params", ctypes.c_void_p), ("device", ctypes.c_void_p)]
+
+
 class LocalModel:
-    """A compiled model loaded into this process."""
+    """A compiled model loaded into this process (with --params external, running on its own blob)."""
 
     def __init__(self, compiled: CompiledModel, opt: str = "-O2", cflags: Sequence[str] = (),
                  compiler: str = "gcc") -> None:
@@ -99,6 +105,18 @@ class LocalModel:
         self.lib = ctypes.CDLL(str(self.path))
         self.lib.TVMGetLastError.restype = ctypes.c_char_p
         self._runtime_ready = False
+        # --params external: the model's blob, 16-byte aligned, which the runs' contexts point to (and, with the
+        # packed interface, installed in the model's own context)
+        self._params: np.ndarray | None = None
+        if compiled.params_blob is not None:
+            self._params = aligned_empty(len(compiled.params_blob))
+            self._params[:] = np.frombuffer(compiled.params_blob, np.uint8)
+            if compiled.options.interface_api == "packed":
+                fn = getattr(self.lib, f"{compiled.prefix}_set_parameters")
+                fn.restype = ctypes.c_int32
+                err = fn(ctypes.c_void_p(self._params.ctypes.data), ctypes.c_size_t(self._params.size))
+                if err:
+                    raise CRTError(f"{compiled.prefix}_set_parameters refused the model's own blob: {err:#x}", err)
 
     # --- helpers ----------------------------------------------------------------------------------------
     def last_error(self) -> str:
@@ -140,8 +158,8 @@ class LocalModel:
         else:
             wss = [aligned_empty(max(self.compiled.plan.workspace_bytes, 1))]
         ptrs = (ctypes.c_void_p * len(wss))(*(ws.ctypes.data for ws in wss))
-        ctx_cls = type("TVMContext", (ctypes.Structure,), {"_fields_": [("workspace", ctypes.c_void_p)]})
-        return ctx_cls(ctypes.cast(ptrs, ctypes.c_void_p)), (wss, ptrs)
+        params = None if self._params is None else self._params.ctypes.data
+        return TVMContextStruct(ctypes.cast(ptrs, ctypes.c_void_p), params, None), (wss, ptrs)
 
     def call_packed(self, name: str, arrays: Sequence[np.ndarray], type_codes: Sequence[int] | None = None) -> int:
         """Call a packed function of the library by symbol with DLTensors; returns its return code."""
@@ -167,7 +185,7 @@ class LocalModel:
             fn = getattr(self.lib, f"{self.compiled.prefix}_run")
             fn.restype = ctypes.c_int32
             with _lock:
-                if opts.workspace == "user":
+                if opts.workspace == "user" or self._takes_context:
                     ctx, keep = self._context()
                     err = fn(ctypes.byref(s_in), ctypes.byref(s_out), ctypes.byref(ctx))
                     del keep
@@ -180,6 +198,13 @@ class LocalModel:
             if err:
                 raise CRTError(f"{self.compiled.run_function} returned {err:#x}: {self.last_error()}", err)
         return outs
+
+    @property
+    def _takes_context(self) -> bool:
+        """Interface c: whether tvmgen_<m>_run takes a context beyond the workspace's needs (its operators take
+        the context: --params external, or a user operator that takes it)."""
+        meta = self.compiled.metadata.get("modules", {}).get(self.compiled.model_name, {}).get("utvm", {})
+        return bool(meta.get("operator_context"))
 
     def model_descriptor(self) -> TVMModelStruct:
         return TVMModelStruct.in_dll(self.lib, f"{self.compiled.prefix}_model")

@@ -16,7 +16,10 @@ Rules for kernel bodies (they are checked by the tests of every op):
 - Arguments: `ctx.inputs[i]` is the C expression of node input i: a parameter (`in0`, ...) for tensors
   computed at run time, or the name of a file-scope `static const` array for constants (weights land in
   flash; constants are never parameters). `ctx.outputs[i]` is `out0`, ... Element types are the C types
-  of `C_TYPES`; all tensors are dense, row-major (NHWC).
+  of `C_TYPES`; all tensors are dense, row-major (NHWC). With `--params external` the same name is a
+  macro for a `const T*` into the parameter blob (`FileScope.data_arrays`, utvm.compiler.params), so a
+  body uses an array's name only as a pointer (`w[i]`, `w + k`), never in `sizeof`, and only inside the
+  operator's own function (helpers take the arrays as arguments).
 - Shapes, quantization parameters and constants are baked in: read them from `ctx.params()` and the
   tensors, and emit tables with `ctx.table(...)` (a `static const` array at file scope).
 - Portable C99 only. int8 paths use no libm and no floating point. A kernel reports what its C uses as data,
@@ -369,6 +372,10 @@ class FileScope:
     constant_bytes: int = 0
     #: every file-scope constant array the file declares (`table`, the GEMM's word tables): name -> bytes
     arrays: dict[str, int] = field(default_factory=dict)
+    #: the same arrays as data (`declare_array`): name -> (C element type, little-endian bytes, its declaration
+    #: in `decls`). With `--params external` the code generator leaves the declarations out and places the
+    #: bytes in the parameter blob instead (utvm.compiler.params)
+    data_arrays: dict[str, tuple[str, bytes, str]] = field(default_factory=dict)
 
     @property
     def includes_math_h(self) -> bool:
@@ -395,9 +402,24 @@ class FileScope:
         dtype = dtype_of_ctype(ctype)
         if has_float_specials(arr, dtype):
             self.float_specials = True  # INFINITY / NAN come from <math.h> (macros only, no libm call)
-        self.decls.append(table_decl(ctype, name, c_array_body(arr, dtype), int(arr.size)))
-        self.arrays[name] = int(arr.size) * np.dtype(dtype).itemsize
+        self.declare_array(name, ctype, arr, c_array_body(arr, dtype))
         return name
+
+    def declare_array(self, name: str, ctype: str, values: np.ndarray | Sequence[Any], body: str) -> None:
+        """Declare the file-scope constant array `name` (a name from `unique`) of `ctype` elements holding
+        `values`, whose C initialiser list is `body`: its declaration goes into `decls`, its size into `arrays`
+        and its bytes into `data_arrays` (what the parameter blob holds with --params external)."""
+        dtype = dtype_of_ctype(ctype)
+        flat = np.asarray(values).reshape(-1)
+        target = np.dtype(dtype).newbyteorder("<")
+        if dtype == "float32":
+            raw = flat.astype(target).tobytes()
+        else:  # C's conversion of each initialiser to the element type: modulo 2^bits
+            raw = (flat if flat.dtype.kind in "iub" else flat.astype(np.int64)).astype(target).tobytes()
+        decl = table_decl(ctype, name, body, int(flat.size))
+        self.decls.append(decl)
+        self.arrays[name] = int(flat.size) * np.dtype(dtype).itemsize
+        self.data_arrays[name] = (ctype, raw, decl)
 
     def constant(self, t: Tensor) -> str:
         if t.name in self.constants:

@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from utvm.compiler.kernels import KernelCode, KernelContext, multipliers_pm
-from utvm.compiler.kernels.cemit import block, for_loop, hex_words_body, indent, lines, table_decl
+from utvm.compiler.kernels.cemit import block, for_loop, hex_words_body, indent, lines
 from utvm.compiler.kernels.isa import PortableC
 from utvm.compiler.kernels.requant import OutputStage, Requant, clamp_store
 from utvm.compiler.schedule import Knob, Schedule, no_sched_knob, requant_knob, unroll_knob
@@ -153,9 +153,8 @@ def words_table(ctx: KernelContext, words: np.ndarray, hint: str) -> str:
     """A `static const uint32_t` table (word aligned: the GEMM may load pairs with LDRD)."""
     name = ctx.file.unique(f"{ctx.func_name}_{hint}")
     flat = np.asarray(words, np.uint32).reshape(-1)
-    ctx.file.decls.append(table_decl("uint32_t", name, hex_words_body(flat), int(flat.size)))
+    ctx.file.declare_array(name, "uint32_t", flat, hex_words_body(flat))
     ctx.file.constant_bytes += 4 * flat.size
-    ctx.file.arrays[name] = 4 * int(flat.size)
     return name
 
 

@@ -4,7 +4,12 @@ The kernel body is the same in every convention: it describes the node's tensors
 `UtvmCustomTensor` (<tvm/runtime/crt/utvm_custom_op.h>; inputs, then outputs, contiguous) and calls
 `<func>_user(tensors, num_inputs, tensors + num_inputs, num_outputs)` inside the memory guard (below). How
 `<func>_user` reaches the user's function depends on the convention, so the code generator asks
-`call_source` for it (and for the guard's `<prefix>_custom_violation`), once per file:
+`call_source` for it (and for the guard's `<prefix>_custom_violation`), once per file.
+
+A user function declared with `UTVM_CUSTOM_OP_WITH_CONTEXT(symbol)` in its file (`takes_context`) takes one
+more argument, `void* resource_handle`: the model's TVMContext. Its model then passes the context to every
+operator (codegen.Options.operator_context), and the body passes its own `resource_handle` on to
+`<func>_user(..., resource_handle)`; other user functions keep the 6-argument signature.
 
 - unpacked API (and the C interface): a direct call of the user's `symbol` with the node's option bytes;
 - packed API: through the function environment, as TVM's generated code calls an extern packed function:
@@ -29,6 +34,7 @@ run time, so the body is correct whatever memory it is given.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from utvm import custom_ops
@@ -108,6 +114,23 @@ def violation_function(prefix: str) -> str:
 
 _SIGNATURE = ("(const UtvmCustomTensor* inputs, int32_t num_inputs, UtvmCustomTensor* outputs, "
               "int32_t num_outputs, const uint8_t* options, int32_t options_size)")
+#: the signature of a user function that takes the context (UTVM_CUSTOM_OP_WITH_CONTEXT)
+_SIGNATURE_CONTEXT = _SIGNATURE[:-1] + ", void* resource_handle)"
+#: C comments and string or character literals (not code, when looking for a declaration)
+_NOT_CODE = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+
+
+def takes_context(binding: custom_ops.CBinding) -> bool:
+    """Whether the user's C file declares `binding.symbol` with `UTVM_CUSTOM_OP_WITH_CONTEXT(symbol)` (the
+    header's declaration of the 7-argument signature, so the C compiler holds the definition to it)."""
+    code = _NOT_CODE.sub(" ", binding.text())
+    return re.search(rf"\bUTVM_CUSTOM_OP_WITH_CONTEXT\s*\(\s*{re.escape(binding.symbol)}\s*\)", code) is not None
+
+
+def graph_takes_context(nodes: Sequence[Node]) -> bool:
+    """Whether a user operator among `nodes` takes the context (then every operator of the model gets it)."""
+    return any(takes_context(_binding(str(n.attrs["name"]), f"user operator {n.attrs['name']!r}"))
+               for n in nodes if n.op == custom_ops.OP)
 
 
 def _binding(name: str, label: str) -> custom_ops.CBinding:
@@ -121,7 +144,7 @@ def _binding(name: str, label: str) -> custom_ops.CBinding:
 @register(custom_ops.OP)
 def custom(ctx: KernelContext) -> KernelCode:
     p = ctx.params()
-    _binding(p.name, ctx.label)
+    with_context = takes_context(_binding(p.name, ctx.label))
     ctx.file.require("custom_op_h")
     n_in, n_out = len(p.inputs), len(p.outputs)
     if n_in + n_out > custom_ops.MAX_TENSORS:
@@ -153,7 +176,9 @@ def custom(ctx: KernelContext) -> KernelCode:
         lines += [f"tvm_guard_fill({_at(s - g)});", f"tvm_guard_fill({_at(s + n)});"]
     for j, i in enumerate(checked):
         lines.append(f"sum[{j}] = {sum_fn}({ctx.inputs[i]}, {in_bytes[i]}U);")
-    lines += [f"rc = {ctx.func_name}_user(t, {n_in}, t + {n_in}, {n_out});", block("if (rc != 0)", "return rc;")]
+    handle = ", resource_handle" if with_context else ""  # the operator's own last parameter (codegen)
+    lines += [f"rc = {ctx.func_name}_user(t, {n_in}, t + {n_in}, {n_out}{handle});",
+              block("if (rc != 0)", "return rc;")]
     name = f'"{c_string(p.name)}"'
     report = violation_function(ctx.file.prefix)
     for k, (s, n) in enumerate(zip(slots, out_bytes, strict=True)):
@@ -209,7 +234,7 @@ static int @FUNC@(@PARAMS@) {
   }
   *out_ret_tcode = (int)kTVMNullptr;
   return (int)@SYMBOL@(t, call->num_inputs, t + call->num_inputs, call->num_outputs, call->options,
-                 call->options_size);
+                 call->options_size@HANDLE@);
 }
 """
 
@@ -251,7 +276,7 @@ static int32_t @FUNC@_user@SIGNATURE@ {
   call.num_outputs = num_outputs;
   call.tensors = inputs;
   call.options = @OPTIONS@;
-  call.options_size = @OPTIONS_SIZE@;
+  call.options_size = @OPTIONS_SIZE@;@HANDLE@
   v[i].v_handle = (void*)&call;
   c[i] = (int)kTVMOpaqueHandle;
   return (int32_t)TVMFuncCall(fn, v, c, (int)(i + 1), &rv, &rc);
@@ -293,21 +318,27 @@ def call_source(funcs: Sequence[tuple[str, Node]], prefix: str, packed: bool) ->
 
     out = ["/* User operators (docs/custom_ops.md): the functions the application provides. */"]
     symbols: dict[str, str] = {}  # name -> symbol
+    context: dict[str, bool] = {}  # name -> whether its function takes the context
     for _fname, node in funcs:
         name = str(node.attrs["name"])
-        symbols.setdefault(name, _binding(name, f"user operator {name!r}").symbol)
+        if name not in symbols:
+            b = _binding(name, f"user operator {name!r}")
+            symbols[name], context[name] = b.symbol, takes_context(b)
+    sym_context = {sym: context[name] for name, sym in reversed(list(symbols.items()))}
     for sym in dict.fromkeys(symbols.values()):
-        out.append(f"int32_t {sym}{_SIGNATURE};")
+        out.append(f"int32_t {sym}{_SIGNATURE_CONTEXT if sym_context[sym] else _SIGNATURE};")
     out.append("")
     user_sig = ("(const UtvmCustomTensor* inputs, int32_t num_inputs, UtvmCustomTensor* outputs, "
                 "int32_t num_outputs)")
+    user_sig_context = user_sig[:-1] + ", void* resource_handle)"
     wrappers: dict[str, str] = {}
     if packed:
         out += ["#include <tvm/runtime/c_backend_api.h>", "#include <tvm/runtime/crt/module.h>", ""]
         for k, (name, sym) in enumerate(symbols.items()):
             w = f"{prefix}_custom_packed{k}"
             wrappers[name] = w
-            out.append(fill(_PACKED_WRAPPER, NAME=name, SYMBOL=sym, FUNC=w, PARAMS=PACKED_PARAMS))
+            out.append(fill(_PACKED_WRAPPER, NAME=name, SYMBOL=sym, FUNC=w, PARAMS=PACKED_PARAMS,
+                            HANDLE=",\n                 call->resource_handle" if context[name] else ""))
         names = list(symbols)
         out += [f"static const TVMBackendPackedCFunc {prefix}_custom_funcs[{len(names)}] = {{",
                 ",\n".join(f"  {wrappers[n]}" for n in names), "};",
@@ -323,12 +354,15 @@ def call_source(funcs: Sequence[tuple[str, Node]], prefix: str, packed: bool) ->
         if options:
             opt = f"{fname}_options"
             out.append(f"static const uint8_t {opt}[{len(options)}] = {{{_bytes_init(options)}}};")
+        handle = ", resource_handle" if context[name] else ""
+        sig = user_sig_context if context[name] else user_sig
         if not packed:
-            call = f"return {symbols[name]}(inputs, num_inputs, outputs, num_outputs, {opt}, {len(options)});"
-            out.append(block(f"static int32_t {fname}_user{user_sig}", call) + "\n")
+            call = f"return {symbols[name]}(inputs, num_inputs, outputs, num_outputs, {opt}, {len(options)}{handle});"
+            out.append(block(f"static int32_t {fname}_user{sig}", call) + "\n")
             continue
-        out.append(fill(_ENV_CALL, NAME=name, FUNC=fname, SIGNATURE=user_sig, PREFIX=prefix, OPTIONS=opt,
-                        OPTIONS_SIZE=len(options)))
+        out.append(fill(_ENV_CALL, NAME=name, FUNC=fname, SIGNATURE=sig, PREFIX=prefix, OPTIONS=opt,
+                        OPTIONS_SIZE=len(options),
+                        HANDLE="\n  call.resource_handle = resource_handle;" if context[name] else ""))
     report = violation_function(prefix)
     doc = ("/* A user operator that returned 0 broke the memory contract (docs/custom_ops.md, \"The memory\n"
            f" * guard\"): it wrote into the {GUARD_BYTES} guard bytes before (where < 0) or after (where > 0) its\n"

@@ -3,6 +3,8 @@
  * tvm/runtime/crt/platform.h. Hosted C is fine here (this is the port, not the core): stdio for the
  * abort message, posix_memalign for memory, CLOCK_MONOTONIC for the timer, /dev/urandom for randomness.
  * It does not define TVMPlatformLog: the CRT's weak default (or the RPC server's) stays in charge.
+ * With a CRT memory pool configured (TVM_CRT_MEMORY_POOL_BYTES > 0, e.g. an upstream crt_config.h's
+ * TVM_CRT_LOG_VIRT_MEM_SIZE) memory comes from that pool through the page allocator instead (link libmemory).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -14,10 +16,30 @@
 #include <time.h>
 #include <unistd.h>
 #include <tvm/runtime/crt/config.h>
+#include <tvm/runtime/crt/page_allocator.h>
 #include <tvm/runtime/crt/platform.h>
 
 static struct timespec g_timer_start;
 static int g_timer_running = 0;
+
+#if TVM_CRT_MEMORY_POOL_BYTES > 0
+static TVMPageAllocator g_pool;
+static int g_pool_ready = 0;
+
+/* The pool is laid out once, at the first use (before TVMPlatformInitialize or not), and never again: a second
+ * TVMPlatformInitialize must not take back memory that is in use. */
+static tvm_crt_error_t pool(TVMPageAllocator** out) {
+  if (g_pool_ready == 0) {
+    const tvm_crt_error_t err = TVMPageAllocator_CreateStatic(&g_pool);
+    if (err != kTvmErrorNoError) {
+      return err;
+    }
+    g_pool_ready = 1;
+  }
+  *out = &g_pool;
+  return kTvmErrorNoError;
+}
+#endif
 
 void TVMPlatformAbort(tvm_crt_error_t code) {
   (void)fprintf(stderr, "TVMPlatformAbort: error 0x%x\n", (unsigned)code);
@@ -41,6 +63,30 @@ size_t TVMPlatformFormatMessage(char* out_buf, size_t out_buf_size_bytes, const 
   return (size_t)n;
 }
 
+#if TVM_CRT_MEMORY_POOL_BYTES > 0
+tvm_crt_error_t TVMPlatformMemoryAllocate(size_t num_bytes, DLDevice dev, void** out_ptr) {
+  TVMPageAllocator* alloc = NULL;
+  tvm_crt_error_t err;
+  (void)dev;
+  if (out_ptr == NULL) {
+    return kTvmErrorPlatformInvalidArgument;
+  }
+  *out_ptr = NULL;
+  err = pool(&alloc);
+  return (err != kTvmErrorNoError) ? err : TVMPageAllocator_Allocate(alloc, num_bytes, out_ptr);
+}
+
+tvm_crt_error_t TVMPlatformMemoryFree(void* ptr, DLDevice dev) {
+  TVMPageAllocator* alloc = NULL;
+  tvm_crt_error_t err;
+  (void)dev;
+  if (ptr == NULL) {
+    return kTvmErrorNoError; /* as free(NULL) */
+  }
+  err = pool(&alloc);
+  return (err != kTvmErrorNoError) ? err : TVMPageAllocator_Free(alloc, ptr);
+}
+#else
 tvm_crt_error_t TVMPlatformMemoryAllocate(size_t num_bytes, DLDevice dev, void** out_ptr) {
   size_t alignment = (size_t)TVM_CRT_ALLOC_ALIGNMENT_BYTES;
   void* ptr = NULL;
@@ -64,6 +110,7 @@ tvm_crt_error_t TVMPlatformMemoryFree(void* ptr, DLDevice dev) {
   free(ptr);
   return kTvmErrorNoError;
 }
+#endif
 
 tvm_crt_error_t TVMPlatformTimerStart(void) {
   if (g_timer_running != 0) {

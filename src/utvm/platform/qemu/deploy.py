@@ -13,17 +13,30 @@ through its entry point, prints every output over UART0 and ends the emulation w
 No RPC server and no function registry are linked unless `with_rpc` (then the system library is added
 and, after printing, the firmware serves RPC on the same UART until the host sends Shutdown).
 
+A model compiled with `--params external` keeps its weights in a parameter blob (utvm.compiler.params): the
+project carries it as `src/params.bin`, which `src/params.c` pulls into the flash section `utvm_params` with
+an assembler `.incbin` (the template Makefile rebuilds `src/NAME.o` when `src/NAME.bin` changes), between the
+symbols `utvm_params_start` and `utvm_params_end` (include/utvm_params.h). Before the first run main.c
+validates the blob and installs it (`TVMSetParameters` into its context, interface `c`;
+`tvmgen_<m>_set_parameters` into the model's own context, interface packed, and with RPC for the C interface
+too) and prints a `params` line; a refused blob ends the firmware with the refusal as its status and the
+model never runs. A product replaces the weights in the field by writing another params.bin of the same
+code (same size) at `utvm_params_start` (printed at boot, in build/firmware.map and `nm`).
+
 UART output (text, one item per line):
 
     utvm-deploy <model> <board>
+    params <address of the blob, 0x + 8 hex digits> <bytes> <status of its validation>   (--params external)
     output <index> <name> <dtype> <d0>x<d1>... <count>      (shape `()` for a scalar, a rank-0 tensor)
     <values, 16 per line; integers in decimal, float32 as 0x + 8 hex digits of its IEEE-754 bits>
     status <return code of the model>
     stack <bytes of stack ever used since reset (stack painting)>
     end
 
-Exit status (semihosting): 0 when the model returned 0, 1 when it returned an error, 86 on
-TVMPlatformAbort, 128 + N on fault exception N.
+With a refused parameter blob no output is printed and `status` is the refusal (kTvmErrorParams*).
+
+Exit status (semihosting): 0 when the model returned 0, 1 when it returned an error (or its parameter blob
+was refused), 86 on TVMPlatformAbort, 128 + N on fault exception N.
 """
 
 from __future__ import annotations
@@ -60,6 +73,12 @@ RPC_CRT_LIBS = ("common", "memory", "rpc_common", "rpc_server")
 EXIT_MODEL_ERROR = 1
 EXIT_ABORT = 86
 DEFAULT_STACK_SIZE = 0x10000
+#: --params external: the blob's file in the project's src/, the C file that links it, its flash section and
+#: the header naming its bounds (see the module docstring)
+PARAMS_FILE = "params.bin"
+PARAMS_SOURCE = "params.c"
+PARAMS_SECTION = "utvm_params"
+PARAMS_HEADER = "utvm_params.h"
 
 
 def _ctype(dtype: str, what: str) -> tuple[str, int, int]:
@@ -112,6 +131,70 @@ def samples_header(compiled: Any, inputs: Sequence[np.ndarray], note: str = "") 
     return "\n".join(out)
 
 
+def _external_params(compiled: Any) -> bool:
+    """Whether `compiled` reads its weights from a parameter blob (--params external)."""
+    return getattr(compiled, "params_blob", None) is not None
+
+
+def params_source(compiled: Any) -> str:
+    """src/params.c: the assembler copies src/params.bin, byte for byte, into the flash section PARAMS_SECTION
+    (16-byte aligned, as TVMSetParameters requires), between utvm_params_start and utvm_params_end. The path
+    of `.incbin` is relative to the project's directory, where make runs the compiler."""
+    return "\n".join([
+        "/*",
+        f" * params.c -- the parameter blob of model '{c_comment(compiled.model_name)}' (--params external; written by "
+        "utvm deploy).",
+        f" * The assembler copies src/{PARAMS_FILE} as it is into the flash section `{PARAMS_SECTION}`, between",
+        " * utvm_params_start and utvm_params_end (include/utvm_params.h); main.c validates it with",
+        " * TVMSetParameters before the first run. Replace src/params.bin with another blob of the same compiled",
+        " * code (utvm compile --params external: parameters/params.bin of its MLF) and run make: only this file is",
+        " * rebuilt. In a product, write the new blob at utvm_params_start instead (see README.md).",
+        " */",
+        f'#include "{PARAMS_HEADER}"',
+        "",
+        "__asm__(",
+        f'    "  .section {PARAMS_SECTION}, \\"a\\", %progbits\\n"',
+        '    "  .balign 16\\n"',
+        '    "  .global utvm_params_start\\n"',
+        '    "  .type utvm_params_start, %object\\n"',
+        '    "utvm_params_start:\\n"',
+        f'    "  .incbin \\"src/{PARAMS_FILE}\\"\\n"',
+        '    "  .global utvm_params_end\\n"',
+        '    "utvm_params_end:\\n"',
+        '    "  .size utvm_params_start, utvm_params_end - utvm_params_start\\n"',
+        '    "  .previous\\n");',
+        "",
+    ])
+
+
+def params_header(compiled: Any) -> str:
+    """include/utvm_params.h: the bounds of the blob src/params.c puts in flash."""
+    m = compiled.model_name
+    up = compiled.prefix.upper()
+    return "\n".join([
+        "/*",
+        f" * utvm_params.h -- where the parameter blob of model '{c_comment(m)}' is (written by utvm deploy).",
+        f" * src/params.c puts src/{PARAMS_FILE} in the flash section `{PARAMS_SECTION}`: its first byte is",
+        f" * utvm_params_start (16-byte aligned), and it holds UTVM_PARAMS_BYTES bytes ({up}_PARAMS_SIZE",
+        " * when the blob is one of this model's; TVMSetParameters refuses any other). A field update writes a",
+        " * new blob of the same size at utvm_params_start (the firmware prints the address at boot).",
+        " */",
+        "#ifndef UTVM_PARAMS_H_",
+        "#define UTVM_PARAMS_H_",
+        "",
+        "#include <stddef.h>",
+        "#include <stdint.h>",
+        "",
+        f'#define UTVM_PARAMS_SECTION "{PARAMS_SECTION}"',
+        "extern const uint8_t utvm_params_start[];",
+        "extern const uint8_t utvm_params_end[];",
+        "#define UTVM_PARAMS_BYTES ((size_t)(utvm_params_end - utvm_params_start))",
+        "",
+        "#endif /* UTVM_PARAMS_H_ */",
+        "",
+    ])
+
+
 _PRINT_HELPERS = r"""
 /* Not every model needs every printer. */
 #define UTVM_MAYBE_UNUSED __attribute__((unused))
@@ -162,11 +245,17 @@ def deploy_main(compiled: Any, board: Board, with_rpc: bool = False) -> str:
     prefix = compiled.prefix
     conv = compiled.options.convention
     user_ws = compiled.options.workspace == "user"
+    external = _external_params(compiled)
+    # the C interface runs with the application's context: a mutable one when TVMSetParameters fills it
+    context_decl = "static TVMContext" if external else "static const TVMContext"
     lines = [
         "/*",
         f" * main.c -- standalone firmware of model '{m}' on {board.name} (written by utvm deploy).",
         " * Fills the inputs from utvm_samples.h, runs the model once, prints the outputs on UART0 and ends",
         " * the emulation with the status (0 = the model returned 0). See utvm.platform.qemu.deploy.",
+        *([f" * The weights are in src/{PARAMS_FILE} (--params external), validated and installed before the run;",
+           " * a refused blob is reported (`params` line) and ends the firmware with the refusal as the status."]
+          if external else []),
         " */",
         "#include <stddef.h>",
         "#include <stdint.h>",
@@ -180,6 +269,8 @@ def deploy_main(compiled: Any, board: Board, with_rpc: bool = False) -> str:
     if with_rpc:
         lines += ["#include <tvm/runtime/crt/microtvm_rpc_server.h>", "#include <tvm/runtime/crt/platform.h>"]
     lines += ["", f'#include "{compiled.header_name}"', '#include "utvm_board.h"', '#include "utvm_samples.h"']
+    if external:
+        lines += [f'#include "{PARAMS_HEADER}"']
     if conv != "c" or with_rpc:
         lines += ['#include "utvm_platform.h"']
     lines.append("")
@@ -197,13 +288,15 @@ def deploy_main(compiled: Any, board: Board, with_rpc: bool = False) -> str:
                          f"__attribute__(({attrs}));")
         names = ", ".join(f"utvm_workspace_{u.spec.name}" for u in pools)
         lines += [f"static void* const utvm_workspaces[{len(pools)}] = {{{names}}};",
-                  "static const TVMContext utvm_context = {utvm_workspaces};"]
+                  f"{context_decl} utvm_context = {{.workspace = utvm_workspaces}};"]
     elif conv == "c" and user_ws:
         size = f"TVMGEN_{m.upper()}_WORKSPACE_SIZE"  # 0 for a model without intermediates: no zero-size array
         lines.append(f"static uint8_t utvm_workspace[{size} > 0 ? {size} : 1] __attribute__((aligned(16)));")
         # A context fixed at build time: const, so it can live in flash (TVMExecute takes const TVMContext*).
         lines += ["static void* const utvm_workspaces[1] = {utvm_workspace};",
-                  "static const TVMContext utvm_context = {utvm_workspaces};"]
+                  f"{context_decl} utvm_context = {{.workspace = utvm_workspaces}};"]
+    elif conv == "c" and external:
+        lines.append("static TVMContext utvm_context = {.workspace = NULL};  /* params: TVMSetParameters */")
     lines.append(_PRINT_HELPERS)
     if conv != "c" or with_rpc:
         lines += [
@@ -257,13 +350,15 @@ def deploy_main(compiled: Any, board: Board, with_rpc: bool = False) -> str:
             dims = ", ".join(str(int(d)) for d in x.shape) or "1"
             lines.append(f"  static int64_t shape_{k}[{max(1, len(x.shape))}] = {{{dims}}};")
     lines += ["  utvm_uart_init();", f'  utvm_uart_puts("utvm-deploy {m} {board.name}\\n");']
+    if external:
+        lines += _install_params(compiled, with_rpc)
     if conv == "c":
         for i, x in enumerate(iface.inputs):
             ctype = _ctype(x.dtype, x.name)[0]
             lines.append(f"  inputs.{x.field} = ({ctype}*)(uintptr_t)utvm_sample_input_{i};")
         for i, x in enumerate(iface.outputs):
             lines.append(f"  outputs.{x.field} = utvm_output_{i};")
-        if user_ws:
+        if user_ws or external:
             lines.append(f"  rc = TVMExecute(&{prefix}_model, &inputs, &outputs, &utvm_context);")
         else:
             lines.append(f"  rc = TVMExecute(&{prefix}_model, &inputs, &outputs, NULL);")
@@ -317,6 +412,39 @@ def deploy_main(compiled: Any, board: Board, with_rpc: bool = False) -> str:
     return "\n".join(lines)
 
 
+def _install_params(compiled: Any, with_rpc: bool) -> list[str]:
+    """main.c, --params external: validate and install the blob in flash, print the `params` line, and end the
+    firmware with the refusal as its status when the blob is refused (the model never runs on it)."""
+    prefix = compiled.prefix
+    blob = "utvm_params_start, UTVM_PARAMS_BYTES"
+    if compiled.options.convention == "c":
+        lines = [f"  rc = TVMSetParameters(&utvm_context, &{prefix}_params_info, {blob});"]
+        if with_rpc:  # RPC runs the model with its own context: the same blob there
+            lines += ["  if (rc == 0) {", f"    rc = {prefix}_set_parameters({blob});", "  }"]
+    else:
+        lines = [f"  rc = {prefix}_set_parameters({blob});"]
+    return [
+        f"  /* The parameter blob in flash (src/{PARAMS_FILE}, section {PARAMS_SECTION}): validated before the first",
+        "   * run. */",
+        *lines,
+        '  utvm_uart_puts("params ");',
+        "  put_hex32((uint32_t)(uintptr_t)utvm_params_start);",
+        '  utvm_uart_puts(" ");',
+        "  put_uint((uint32_t)UTVM_PARAMS_BYTES);",
+        '  utvm_uart_puts(" ");',
+        "  put_int(rc);",
+        '  utvm_uart_puts("\\n");',
+        "  if (rc != 0) {  /* refused: report it and stop, never run the model on it */",
+        '    utvm_uart_puts("status ");',
+        "    put_int(rc);",
+        '    utvm_uart_puts("\\nstack ");',
+        "    put_uint((uint32_t)utvm_stack_high_water());",
+        '    utvm_uart_puts("\\nend\\n");',
+        f"    return {EXIT_MODEL_ERROR};",
+        "  }",
+    ]
+
+
 def deploy_spec(
     compiled: Any,
     board_name: str,
@@ -328,7 +456,7 @@ def deploy_spec(
 ) -> FirmwareSpec:
     """The FirmwareSpec of the deploy firmware of `compiled` on `board_name`."""
     board = get_board(board_name)
-    sources = {"main.c": deploy_main(compiled, board, with_rpc)}
+    sources: dict[str, str | bytes] = {"main.c": deploy_main(compiled, board, with_rpc)}
     codegen = {}
     for name, text in (compiled.firmware_sources if with_rpc else compiled.sources).items():
         if name.endswith("_system_lib.c") and not with_rpc:
@@ -337,6 +465,10 @@ def deploy_spec(
     for name, text in compiled.includes.items():
         codegen[f"include/{name}"] = text
     includes = {"utvm_samples.h": samples_header(compiled, inputs, note)}
+    if _external_params(compiled):  # the blob as a file of the project, linked into flash (module docstring)
+        sources[PARAMS_SOURCE] = params_source(compiled)
+        sources[PARAMS_FILE] = bytes(compiled.params_blob)
+        includes[PARAMS_HEADER] = params_header(compiled)
     conv = compiled.options.convention
     crt_libs: tuple[str, ...] = ()
     if with_rpc:
@@ -381,6 +513,7 @@ def _libm_note(compiled: Any) -> str:
 
 
 def _readme(compiled: Any, board: Board, with_rpc: bool) -> str:
+    rpc = "- Built with the RPC server: after printing, the firmware serves RPC on the UART." if with_rpc else ""
     return f"""# {compiled.model_name} on {board.name}
 
 Standalone firmware written by `utvm deploy` ({compiled.options.convention} convention, QEMU machine
@@ -395,8 +528,31 @@ Standalone firmware written by `utvm deploy` ({compiled.options.convention} conv
 - `codegen/host/` is the generated model (as in the Model Library Format); `board/` the startup code,
   UART, SysTick and semihosting; `crt/` the utvm C runtime, when this convention needs it.
 {_libm_note(compiled)}
-{"- Built with the RPC server: after printing, the firmware serves RPC on the UART." if with_rpc else ""}
+{_params_note(compiled)}{rpc}
 {_isa_note(board)}{_boot_note(board)}"""
+
+
+def _params_note(compiled: Any) -> str:
+    """What the README says about the parameter blob (--params external), empty for embedded weights."""
+    if not _external_params(compiled):
+        return ""
+    up = compiled.prefix.upper()
+    return f"""- The weights are not in the code (`--params external`): they are `src/{PARAMS_FILE}`, a parameter
+  blob of {len(compiled.params_blob)} bytes (`{up}_PARAMS_SIZE`) that `src/{PARAMS_SOURCE}` links into the flash section
+  `{PARAMS_SECTION}` (`.incbin`), between `utvm_params_start` and `utvm_params_end` (`include/{PARAMS_HEADER}`).
+  Before the first run `main.c` validates it and installs it (`TVMSetParameters`, or
+  `{compiled.prefix}_set_parameters` in the packed interface) and prints `params <address> <bytes> <status>`;
+  a refused blob (another model's, truncated, corrupt: the `kTvmErrorParams*` codes of
+  `tvm/runtime/crt/error_codes.h`) ends the firmware with that status, the model never runs on it.
+- New weights for the same code (a retrained model compiled with the same options and `--params external`:
+  `parameters/params.bin` of its MLF; its model hash must match `{up}_PARAMS_HASH`): drop the file in as
+  `src/{PARAMS_FILE}` and run `make` (only `{PARAMS_SOURCE}` is rebuilt). A product updates them in the field
+  without reflashing the program: write the new blob (same size) at the section's address, `utvm_params_start`,
+  which the firmware prints at boot and `build/firmware.map` (section `{PARAMS_SECTION}`) and
+  `arm-none-eabi-nm build/firmware.elf` show. `board/mps2.ld` puts the section right after the code, so the
+  address moves when the code changes size: give its `utvm_params` output section a fixed address if your
+  updater needs one.
+"""
 
 
 def _boot_note(board: Board) -> str:
@@ -417,6 +573,15 @@ def _isa_note(board: Board) -> str:
 
 
 # --- running and reading the output ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class DeployParams:
+    """The firmware's `params` line (--params external): where its blob is, its bytes, its validation."""
+
+    address: int
+    size: int
+    status: int
+
+
 @dataclass
 class DeployOutput:
     model: str
@@ -425,6 +590,7 @@ class DeployOutput:
     status: int
     stack_high_water: int
     exit_status: int | None = None
+    params: DeployParams | None = None
 
 
 _OUTPUT_HEADER = re.compile(r"^output (\d+) (.+) (\S+) (\S+) (\d+)$")
@@ -440,6 +606,7 @@ def parse_deploy_output(text: str) -> DeployOutput:
     _, model, board = lines[start].split(" ", 2)
     outputs: dict[str, np.ndarray] = {}
     status = stack = None
+    params: DeployParams | None = None
     i = start + 1
     while i < len(lines):
         line = lines[i]
@@ -465,7 +632,13 @@ def parse_deploy_output(text: str) -> DeployOutput:
                 arr = np.array([int(v) for v in values], dtype=np.int64).astype(dtype)
             outputs[name] = arr.reshape(shape)
             continue
-        if line.startswith("status "):
+        if line.startswith("params "):
+            fields = line.split()
+            try:
+                params = DeployParams(int(fields[1], 16), int(fields[2]), int(fields[3]))
+            except (IndexError, ValueError):
+                raise PlatformError(f"bad params line in the firmware's output: {line!r}") from None
+        elif line.startswith("status "):
             status = int(line.split()[1])
         elif line.startswith("stack "):
             stack = int(line.split()[1])
@@ -476,7 +649,7 @@ def parse_deploy_output(text: str) -> DeployOutput:
         i += 1
     if status is None or stack is None:
         raise PlatformError(f"the firmware's output ends early (no status/stack line): {text[-200:]!r}")
-    return DeployOutput(model, board, outputs, status, stack)
+    return DeployOutput(model, board, outputs, status, stack, params=params)
 
 
 def run_deploy_firmware(board_name: str, elf: Path, timeout: float = 120.0) -> DeployOutput:

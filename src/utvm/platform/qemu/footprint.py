@@ -7,7 +7,9 @@ and each object file falls in one category:
 - `runtime`: everything linked from libraries: the utvm C runtime (the CRT static libraries), the
   TVMPlatform hooks (board/platform.c), the C library and libgcc;
 - `operators`: the model's generated code (codegen/host/src): its code, data and the workspace pool;
-- `constants`: read-only data of the generated code, i.e. the weights and quantisation tables;
+- `constants`: read-only data of the generated code, i.e. the weights and quantisation tables, and the
+  parameter blob of a model compiled with `--params external` (the deploy firmware's flash section
+  `utvm_params`, linked from src/params.c: the weights and tables are there, not in the code);
 - `application`: the application (src/), the board support (startup + vector table, UART, timer,
   semihosting) and the linker's alignment padding.
 
@@ -29,6 +31,7 @@ import subprocess
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from utvm.errors import PlatformError
 from utvm.platform.qemu.boards import cross_tool
@@ -194,8 +197,14 @@ def parse_map(text: str) -> list[MapEntry]:
     return entries
 
 
+#: the flash section of the deploy firmware's parameter blob (utvm.platform.qemu.deploy.PARAMS_SECTION)
+PARAMS_SECTION = "utvm_params"
+
+
 def categorize(entry: MapEntry) -> str:
     origin = entry.origin.replace("\\", "/")
+    if entry.input_section == PARAMS_SECTION:  # --params external: the weights, linked by the application
+        return "constants"
     if "/codegen/" in origin or origin.startswith("codegen/"):
         return "constants" if entry.input_section.startswith(".rodata") else "operators"
     if re.search(r"\.a\([^)]*\)$", origin) or origin.endswith("board/platform.o"):
@@ -505,6 +514,9 @@ class FirmwareReport:
     footprint: Footprint
     stack: StackReport
     measured_stack: int | None  # stack-painting high-water mark from a run in QEMU (None: not run)
+    #: --params external: the parameter blob in flash ({"mode", "section", "address", "bytes"}, counted in the
+    #: constants' text); None when the weights are in the code
+    params: dict[str, Any] | None = None
 
     @property
     def stack_consistent(self) -> bool | None:
@@ -524,8 +536,12 @@ class FirmwareReport:
             "objects": self.footprint.objects,
             "stack": {**self.stack.to_json(), "measured_high_water": self.measured_stack,
                       "consistent": self.stack_consistent},
+            "params": self.params if self.params is not None else {"mode": "embedded"},
         }
 
+
+#: The object of the deploy firmware that links the parameter blob (footprint `objects` key).
+PARAMS_OBJECT = "src/params.o"
 
 #: Exception handlers whose stack use may land on top of the deepest thread-mode path.
 HANDLERS = ("SysTick_Handler", "Default_Handler")
@@ -563,4 +579,20 @@ def firmware_report(compiled, board_name: str, inputs=None, measure: bool = True
         if out.status != 0:
             raise PlatformError(f"the deploy firmware of {compiled.model_name!r} returned status {out.status}")
         measured = out.stack_high_water
-    return FirmwareReport(board_name, compiled.options.convention, str(project), fp, stack, measured)
+    params = params_in_flash(elf, fp) if getattr(compiled, "params_blob", None) is not None else None
+    return FirmwareReport(board_name, compiled.options.convention, str(project), fp, stack, measured, params)
+
+
+def params_in_flash(elf: Path, fp: Footprint) -> dict[str, Any]:
+    """The parameter blob of a deploy firmware (--params external): its section, address and bytes, from the
+    symbols src/params.c defines; PlatformError when the image has none or the footprint left it out of the
+    constants (the flash totals would then hide the weights)."""
+    syms = elf_symbols(elf)
+    if "utvm_params_start" not in syms:
+        raise PlatformError(f"{elf}: no parameter blob (symbol utvm_params_start) in a --params external firmware")
+    address, size, _kind = syms["utvm_params_start"]
+    blob = fp.objects.get(PARAMS_OBJECT, {}).get("text", 0)
+    if size == 0 or blob < size or fp.categories["constants"]["text"] < size:
+        raise PlatformError(f"{elf}: the parameter blob ({size} bytes at {address:#010x}) is not counted in "
+                            f"the constants ({fp.categories['constants']['text']} bytes of text)")
+    return {"mode": "external", "section": PARAMS_SECTION, "address": address, "bytes": size}

@@ -116,6 +116,15 @@ static int system_lib(TVMValue* args, int* type_codes, int num_args, TVMValue* r
   if ((num_args == 1) && (args[0].v_str != NULL) && (args[0].v_str[0] != '\0')) {
     name = args[0].v_str;
   }
+#if TVM_CRT_MAX_MODEL_NAME_BYTES > 0
+  if ((name != NULL) &&
+      (TVMCrtBoundedStrlen(name, (size_t)TVM_CRT_MAX_MODEL_NAME_BYTES) >= (size_t)TVM_CRT_MAX_MODEL_NAME_BYTES)) {
+    return (int)TVMCrtError_Set(kTvmErrorFunctionCallInvalidArg,
+                                "runtime.SystemLib: model name '%.24s...' has %u characters or more, past "
+                                "TVM_CRT_MAX_MODEL_NAME_BYTES=%u (crt_config.h)",
+                                name, (unsigned)TVM_CRT_MAX_MODEL_NAME_BYTES, (unsigned)TVM_CRT_MAX_MODEL_NAME_BYTES);
+  }
+#endif
   if (name != NULL) {
     mod = TVMSystemLibLookup(name);
     if (mod == NULL) {

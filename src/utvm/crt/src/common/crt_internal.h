@@ -30,6 +30,9 @@ tvm_crt_error_t TVMCrtError_Set(tvm_crt_error_t code, const char* fmt, ...) TVM_
 uint32_t TVMCrtError_Serial(void);
 void TVMCrtError_Reset(void);
 
+/*! \brief strlen that looks at no more than max_len bytes (returns max_len when no NUL is among them). */
+size_t TVMCrtBoundedStrlen(const char* s, size_t max_len);
+
 /* --- handles and calls (crt_runtime_api.c) --- */
 TVMFunctionHandle TVMCrtHandle_EncodeFunction(uint32_t module_index, uint32_t function_index);
 /*! \brief Split a function handle; kTvmErrorFunctionHandleInvalid if it is not well formed (no check of

@@ -4,12 +4,15 @@
  *
  * Function handles carry 32 bits in a pointer-sized value (TVMFunctionHandle is void*), so they are
  * converted between integers and pointers here and only here (MISRA.md, rule 11.6 deviation).
+ * A debug build (TVM_CRT_DEBUG) also checks each module's registry when it is registered and each resolved
+ * function before calling it, and logs registrations at debug level.
  */
 #include <string.h>
 #include <tvm/runtime/c_runtime_api.h>
 #include <tvm/runtime/crt/config.h>
 #include <tvm/runtime/crt/crt.h>
 #include <tvm/runtime/crt/func_registry.h>
+#include <tvm/runtime/crt/logging.h>
 #include <tvm/runtime/crt/module.h>
 #include <tvm/runtime/crt/utvm_custom_op.h>
 
@@ -33,6 +36,7 @@ typedef struct {
 
 static tvm_crt_error_t resolve_function(uint32_t module_index, uint32_t function_index, ResolvedFunction* out);
 static const char* name_at(const TVMFuncRegistry* reg, uint32_t index);
+static tvm_crt_error_t debug_check_module(const TVMModule* mod);
 
 static tvm_crt_error_t check_initialized(const char* api) {
   tvm_crt_error_t err = kTvmErrorNoError;
@@ -79,6 +83,28 @@ static const char* name_at(const TVMFuncRegistry* reg, uint32_t index) {
     name = p;
   }
   return name;
+}
+
+/* A debug build's check of a module about to be registered: every function of its registry is there (no NULL
+ * pointer, no empty name). Nothing in a release build. */
+static tvm_crt_error_t debug_check_module(const TVMModule* mod) {
+  tvm_crt_error_t err = kTvmErrorNoError;
+#if TVM_CRT_DEBUG
+  const uint16_t count = TVMFuncRegistry_GetNumFuncs(mod->registry);
+  const char* name = &mod->registry->names[TVM_FUNC_REGISTRY_COUNT_BYTES];
+  uint16_t i;
+  for (i = 0U; (i < count) && (err == kTvmErrorNoError); i++) {
+    if ((mod->registry->funcs == NULL) || (mod->registry->funcs[i] == NULL) || (name[0] == '\0')) {
+      err = TVMCrtError_Set(kTvmErrorPlatformCheckFailure,
+                            "TVMModCreateFromCModule: module function %u of %u ('%.40s') has %s (TVM_CRT_DEBUG check)",
+                            (unsigned)i, (unsigned)count, name, (name[0] == '\0') ? "an empty name" : "no function");
+    }
+    name = &name[strlen(name) + 1U];
+  }
+#else
+  (void)mod;
+#endif
+  return err;
 }
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -173,6 +199,10 @@ tvm_crt_error_t TVMInitializeRuntime(void) {
   err = TVMCrtBuiltins_Register();
   if (err != kTvmErrorNoError) {
     g_initialized = 0U;
+  } else {
+    TVM_CRT_DEBUG_LOG("TVMInitializeRuntime: %u module slots, %lu-byte global registry, %lu-byte workspace",
+                      (unsigned)TVM_CRT_MAX_REGISTERED_MODULES, (unsigned long)TVM_CRT_GLOBAL_FUNC_REGISTRY_SIZE_BYTES,
+                      (unsigned long)TVM_CRT_WORKSPACE_SIZE_BYTES);
   }
   return err;
 }
@@ -183,6 +213,7 @@ tvm_crt_error_t TVMInitializeRuntime(void) {
 tvm_crt_error_t TVMModCreateFromCModule(const TVMModule* mod, TVMModuleHandle* out_handle) {
   uint32_t i;
   uint32_t free_slot = TVM_CRT_GLOBAL_MODULE_INDEX;
+  tvm_crt_error_t err;
   if ((mod == NULL) || (mod->registry == NULL) || (mod->registry->names == NULL) || (out_handle == NULL)) {
     return TVMCrtError_Set(kTvmErrorPlatformInvalidArgument,
                            "TVMModCreateFromCModule: NULL module, registry or out_handle");
@@ -203,7 +234,14 @@ tvm_crt_error_t TVMModCreateFromCModule(const TVMModule* mod, TVMModuleHandle* o
                            "are in use",
                            (unsigned)TVM_CRT_MAX_REGISTERED_MODULES);
   }
+  err = debug_check_module(mod);
+  if (err != kTvmErrorNoError) {
+    *out_handle = NULL;
+    return err;
+  }
   g_modules[free_slot] = mod;
+  TVM_CRT_DEBUG_LOG("TVMModCreateFromCModule: module of %u functions in slot %lu",
+                    (unsigned)TVMFuncRegistry_GetNumFuncs(mod->registry), (unsigned long)free_slot);
   *out_handle = (TVMModuleHandle)(uintptr_t)((free_slot | TVM_CRT_HANDLE_VALID_BIT) << 16U);
   return kTvmErrorNoError;
 }
@@ -222,6 +260,16 @@ int TVMModGetFunction(TVMModuleHandle mod, const char* func_name, int query_impo
     return (int)TVMCrtError_Set(kTvmErrorModuleHandleInvalid, "TVMModGetFunction: invalid module handle 0x%lx",
                                 TVMCrtHandle_Print(mod));
   }
+#if TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES > 0
+  if (TVMCrtBoundedStrlen(func_name, (size_t)TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES) >=
+      (size_t)TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES) {
+    return (int)TVMCrtError_Set(kTvmErrorPlatformInvalidArgument,
+                                "TVMModGetFunction: function name '%.24s...' has %u characters or more, past "
+                                "TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES=%u (crt_config.h)",
+                                func_name, (unsigned)TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES,
+                                (unsigned)TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES);
+  }
+#endif
   err = TVMFuncRegistry_Lookup(module->registry, func_name, &index);
   if (err != kTvmErrorNoError) {
     return (int)TVMCrtError_Set(err, "TVMModGetFunction: module 0x%lx has no function named '%s'",
@@ -292,11 +340,16 @@ int TVMFuncRegisterGlobal(const char* name, TVMFunctionHandle f, int override) {
                                 "(TVM_CRT_GLOBAL_FUNC_REGISTRY_SIZE_BYTES=%lu)",
                                 name, (unsigned long)TVM_CRT_GLOBAL_FUNC_REGISTRY_SIZE_BYTES);
   }
+  if (err == kTvmErrorPlatformCheckFailure) {
+    return (int)TVMCrtError_Set(err, "TVMFuncRegisterGlobal: the global registry is corrupt (TVM_CRT_DEBUG check: "
+                                "its names or pointers were overwritten)");
+  }
   if (err != kTvmErrorNoError) {
     return (int)TVMCrtError_Set(err,
                                 "TVMFuncRegisterGlobal: invalid name '%.*s' (empty, or %u characters or more)",
                                 16, name, (unsigned)TVM_CRT_MAX_FUNCTION_NAME_LENGTH_BYTES);
   }
+  TVM_CRT_DEBUG_LOG("TVMFuncRegisterGlobal: '%s'", name);
   return 0;
 }
 
@@ -339,6 +392,14 @@ int TVMFuncCall(TVMFunctionHandle func, TVMValue* arg_values, int* type_codes, i
                                 TVMCrtHandle_Print(func), (unsigned long)module_index,
                                 (unsigned long)function_index);
   }
+#if TVM_CRT_DEBUG
+  if (fn.func == NULL) {
+    return (int)TVMCrtError_Set(kTvmErrorPlatformCheckFailure,
+                                "TVMFuncCall: function handle 0x%lx ('%s') resolves to a NULL function pointer "
+                                "(TVM_CRT_DEBUG check: its registry was overwritten)",
+                                TVMCrtHandle_Print(func), TVMCrtHandle_FunctionName(func));
+  }
+#endif
   serial = TVMCrtError_Serial();
   rc = fn.func(arg_values, type_codes, num_args, ret, ret_code, fn.resource_handle);
   if ((rc != 0) && (TVMCrtError_Serial() == serial)) {

@@ -9,11 +9,15 @@
  *                                                           ^ registry.funcs
  *
  * Adding a function appends its name before the final NUL and moves the pointer array down one slot, so
- * funcs[i] always belongs to the i-th name. Full means the names would run into the pointers.
+ * funcs[i] always belongs to the i-th name. Full means the names would run into the pointers. A debug build
+ * (TVM_CRT_DEBUG) checks that layout before each change (debug_check_mutable) and refuses to change a broken
+ * registry.
  */
 #include <string.h>
 #include <tvm/runtime/crt/config.h>
 #include <tvm/runtime/crt/func_registry.h>
+
+#include "crt_internal.h"
 
 /* Byte of the names blob after the count and every name, plus the final NUL. */
 #define NAMES_OVERHEAD_BYTES (TVM_FUNC_REGISTRY_COUNT_BYTES + 1U)
@@ -21,10 +25,10 @@
 
 static uint16_t read_count(const char* names);
 static void write_count(char* names, uint16_t count);
-static size_t bounded_strlen(const char* s, size_t max_len);
 static size_t names_used_bytes(const TVMFuncRegistry* reg);
 static uint8_t* pointer_region_end(const TVMMutableFuncRegistry* reg);
 static TVMBackendPackedCFunc* as_funcs(uint8_t* bytes);
+static tvm_crt_error_t debug_check_mutable(const TVMMutableFuncRegistry* reg);
 
 static uint16_t read_count(const char* names) {
   const uint8_t lo = (uint8_t)names[0];
@@ -38,7 +42,7 @@ static void write_count(char* names, uint16_t count) {
 }
 
 /* strlen that stops at max_len (returns max_len when no NUL is within the first max_len bytes). */
-static size_t bounded_strlen(const char* s, size_t max_len) {
+size_t TVMCrtBoundedStrlen(const char* s, size_t max_len) {
   size_t n = 0U;
   while ((n < max_len) && (s[n] != '\0')) {
     n++;
@@ -68,6 +72,47 @@ static uint8_t* pointer_region_end(const TVMMutableFuncRegistry* reg) {
 static TVMBackendPackedCFunc* as_funcs(uint8_t* bytes) {
   void* region = bytes;
   return region;
+}
+
+/* A debug build's check of a mutable registry's layout: the names (count of them, each non-empty, then the final
+ * NUL) end before the pointers, which are the last `count` slots of the buffer and none NULL. Walks the names
+ * within the buffer only, so an overwritten count or a lost NUL cannot make it read past it. Nothing in a
+ * release build. */
+static tvm_crt_error_t debug_check_mutable(const TVMMutableFuncRegistry* reg) {
+  tvm_crt_error_t err = kTvmErrorNoError;
+#if TVM_CRT_DEBUG
+  const char* names = reg->registry.names;
+  const uint16_t count = read_count(names);
+  uint8_t* ptr_end = pointer_region_end(reg);
+  const ptrdiff_t region_signed = ptr_end - reg->buffer;
+  const size_t region = (size_t)region_signed;
+  const size_t ptr_bytes = (size_t)count * FUNC_PTR_BYTES;
+  size_t offset = TVM_FUNC_REGISTRY_COUNT_BYTES;
+  uint16_t i;
+  if ((names != (const char*)reg->buffer) || (ptr_bytes > region)) {
+    err = kTvmErrorPlatformCheckFailure;
+  } else {
+    const size_t names_end = region - ptr_bytes; /* the names must end before this offset */
+    const TVMBackendPackedCFunc* funcs = as_funcs(ptr_end);
+    funcs = &funcs[-(ptrdiff_t)count];
+    if (reg->registry.funcs != funcs) {
+      err = kTvmErrorPlatformCheckFailure;
+    }
+    for (i = 0U; (i < count) && (err == kTvmErrorNoError); i++) {
+      const size_t len = (offset < names_end) ? TVMCrtBoundedStrlen(&names[offset], names_end - offset) : 0U;
+      if ((len == 0U) || ((offset + len) >= names_end) || (funcs[i] == NULL)) {
+        err = kTvmErrorPlatformCheckFailure;
+      }
+      offset += len + 1U;
+    }
+    if ((err == kTvmErrorNoError) && ((offset >= names_end) || (names[offset] != '\0'))) {
+      err = kTvmErrorPlatformCheckFailure;
+    }
+  }
+#else
+  (void)reg;
+#endif
+  return err;
 }
 
 uint16_t TVMFuncRegistry_GetNumFuncs(const TVMFuncRegistry* reg) {
@@ -158,9 +203,13 @@ tvm_crt_error_t TVMMutableFuncRegistry_Set(TVMMutableFuncRegistry* reg, const ch
   if ((reg == NULL) || (reg->buffer == NULL) || (name == NULL) || (func == NULL)) {
     return kTvmErrorPlatformInvalidArgument;
   }
-  name_len = bounded_strlen(name, (size_t)TVM_CRT_MAX_FUNCTION_NAME_LENGTH_BYTES);
+  name_len = TVMCrtBoundedStrlen(name, (size_t)TVM_CRT_MAX_FUNCTION_NAME_LENGTH_BYTES);
   if ((name_len == 0U) || (name_len >= (size_t)TVM_CRT_MAX_FUNCTION_NAME_LENGTH_BYTES)) {
     return kTvmErrorPlatformInvalidArgument;
+  }
+  err = debug_check_mutable(reg);
+  if (err != kTvmErrorNoError) {
+    return err;
   }
   err = TVMFuncRegistry_Lookup(&reg->registry, name, &index);
   if (err == kTvmErrorNoError) {

@@ -5,6 +5,7 @@
  */
 #include <string.h>
 #include <tvm/runtime/c_runtime_api.h>
+#include <tvm/runtime/crt/logging.h>
 #include <tvm/runtime/crt/ndarray.h>
 #include <tvm/runtime/crt/platform.h>
 
@@ -169,6 +170,8 @@ int TVMArrayAlloc(const int64_t* shape, int ndim, int dtype_code, int dtype_bits
   }
   g_array_live[i] = 1U;
   *out = &g_arrays[i].dl;
+  TVM_CRT_DEBUG_LOG("TVMArrayAlloc: array %lu, %d dims, data at %p", (unsigned long)i, ndim,
+                    g_arrays[i].dl.data);
   return 0;
 }
 
@@ -178,6 +181,7 @@ int TVMArrayFree(TVMArrayHandle handle) {
     if ((g_array_live[i] != 0U) && (handle == &g_arrays[i].dl)) {
       const tvm_crt_error_t err = TVMNDArray_Release(&g_arrays[i]);
       g_array_live[i] = 0U;
+      TVM_CRT_DEBUG_LOG("TVMArrayFree: array %lu", (unsigned long)i);
       if (err != kTvmErrorNoError) {
         return (int)TVMCrtError_Set(err, "TVMArrayFree: TVMPlatformMemoryFree failed (0x%x)", (unsigned)err);
       }

@@ -1,7 +1,8 @@
 /*
  * platform.c -- the TVMPlatform* hooks (tvm/runtime/crt/platform.h) for the QEMU MPS2/MPS3 boards.
  *
- * - Memory: a TVMPageAllocator over a static pool of UTVM_PLATFORM_MEMORY_BYTES.
+ * - Memory: a TVMPageAllocator over a static pool of UTVM_PLATFORM_MEMORY_BYTES, or over the CRT's own pool
+ *   when crt_config.h sets one (TVM_CRT_MEMORY_POOL_BYTES; upstream's TVM_CRT_LOG_VIRT_MEM_SIZE...).
  * - Timer: SysTick (timer.c), restarted at every TVMPlatformTimerStart so readings repeat exactly under
  *   -icount; seconds = ticks / UTVM_CPU_CLOCK_HZ (the board's processor clock).
  * - Random: utvm_random_fill (random.c), seeded from the host on every boot.
@@ -25,7 +26,9 @@
 #define UTVM_PLATFORM_MEMORY_BYTES (1024u * 1024u)
 #endif
 
+#if TVM_CRT_MEMORY_POOL_BYTES == 0
 static uint8_t g_memory[UTVM_PLATFORM_MEMORY_BYTES] __attribute__((aligned(TVM_CRT_ALLOC_ALIGNMENT_BYTES)));
+#endif /* else crt_config.h sizes the pool (an upstream file's TVM_CRT_LOG_VIRT_MEM_SIZE...): the CRT's own */
 static TVMPageAllocator g_allocator;
 static int g_allocator_ready;
 static int g_timer_running;
@@ -35,7 +38,11 @@ tvm_crt_error_t TVMPlatformInitialize(void) {
   if (g_allocator_ready) {
     return kTvmErrorPlatformMemoryManagerInitialized;
   }
+#if TVM_CRT_MEMORY_POOL_BYTES == 0
   err = TVMPageAllocator_Create(&g_allocator, g_memory, sizeof(g_memory));
+#else
+  err = TVMPageAllocator_CreateStatic(&g_allocator);
+#endif
   if (err != kTvmErrorNoError) {
     return err;
   }

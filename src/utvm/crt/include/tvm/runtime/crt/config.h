@@ -10,6 +10,8 @@
  * upstream_config.json) maps the upstream names utvm honours and stops the build with an #error naming
  * each one it cannot. While crt_config.h is read, UTVM_CRT_CONFIG_READING_ is defined: a CRT header that
  * crt_config.h includes (upstream files include tvm/runtime/crt/logging.h) then waits for it to finish.
+ * Upstream's TVM_CRT_MAX_PAGES reaches this file as UTVM_CRT_UPSTREAM_POOL_PAGES_ (pages of the memory
+ * pool), turned into TVM_CRT_MEMORY_POOL_BYTES once the page size is known.
  */
 #ifndef TVM_RUNTIME_CRT_CONFIG_H_DEFAULTS_
 #define TVM_RUNTIME_CRT_CONFIG_H_DEFAULTS_
@@ -25,6 +27,23 @@
 #define TVM_CRT_LOG_LEVEL_WARN 2
 #define TVM_CRT_LOG_LEVEL_ERROR 3
 #define TVM_CRT_LOG_LEVEL_OFF 4
+
+/*! Debug build: 0 off, 1 on (upstream microTVM's setting, same meaning). On, the CRT checks its invariants
+ * (page allocator table, function registries, modules, handles) on every change and reports a broken one as
+ * kTvmErrorPlatformCheckFailure naming it, fills freed pages with TVM_CRT_DEBUG_FREED_BYTE, and logs what it
+ * registers and allocates at debug level (the log level defaults to debug when crt_config.h sets none).
+ * Costs code and time, no RAM. */
+#ifndef TVM_CRT_DEBUG
+#define TVM_CRT_DEBUG 0
+#endif
+
+/*! The byte a debug build fills freed pages with (a read of freed memory then shows it). */
+#define TVM_CRT_DEBUG_FREED_BYTE 0xdbU
+
+/* A debug build logs at debug level unless crt_config.h chose a level. */
+#if !defined(TVM_CRT_LOG_LEVEL) && ((TVM_CRT_DEBUG + 0) == 1)
+#define TVM_CRT_LOG_LEVEL 0
+#endif
 
 /*! Log level: 0 debug, 1 info, 2 warn, 3 error, 4 off (log calls compile to nothing). */
 #ifndef TVM_CRT_LOG_LEVEL
@@ -92,6 +111,25 @@
 #define TVM_CRT_PAGE_BITS 10
 #endif
 
+/* Upstream's TVM_CRT_MAX_PAGES: the pool in pages of the size above. */
+#ifdef UTVM_CRT_UPSTREAM_POOL_PAGES_
+#ifdef TVM_CRT_MEMORY_POOL_BYTES
+#if (TVM_CRT_MEMORY_POOL_BYTES) != ((UTVM_CRT_UPSTREAM_POOL_PAGES_) * (1 << (TVM_CRT_PAGE_BITS)))
+#error "crt_config.h: TVM_CRT_MAX_PAGES (microTVM) pages of 1 << TVM_CRT_PAGE_BITS bytes disagree with the pool size set by TVM_CRT_MEMORY_POOL_BYTES (utvm) or TVM_CRT_LOG_VIRT_MEM_SIZE / TVM_CRT_VIRT_MEM_SIZE (microTVM): keep one"
+#endif
+#else
+#define TVM_CRT_MEMORY_POOL_BYTES ((UTVM_CRT_UPSTREAM_POOL_PAGES_) * (1UL << (TVM_CRT_PAGE_BITS)))
+#endif
+#endif
+
+/*! Bytes of pages in the CRT's own memory pool, a multiple of the page size; 0: no pool (the platform port
+ * brings its memory). TVMPageAllocator_CreateStatic (page_allocator.h) lays a page allocator over it, and the
+ * host port allocates from it when it is not 0. RAM: this many bytes + 4 bytes per page.
+ * (microTVM: TVM_CRT_LOG_VIRT_MEM_SIZE = log2 of it, TVM_CRT_VIRT_MEM_SIZE, TVM_CRT_MAX_PAGES.) */
+#ifndef TVM_CRT_MEMORY_POOL_BYTES
+#define TVM_CRT_MEMORY_POOL_BYTES 0
+#endif
+
 /*! Size of the RPC framer's output staging buffer (bytes, >= 8). RAM: this many bytes per framer. Bigger
  * means fewer calls of the write function (a whole escaped packet gives one write per reply). */
 #ifndef TVM_CRT_FRAMER_BUFFER_SIZE_BYTES
@@ -113,7 +151,26 @@
 #define TVM_CRT_WORKSPACE_SIZE_BYTES 65536
 #endif
 
+/*! Longest function name, with its NUL, that TVMModGetFunction looks up in a module (bytes; 0: no limit): a
+ * longer name is refused naming this limit. (microTVM: TVM_CRT_MAX_STRLEN_FUNCTION_NAME, TVM_CRT_STRLEN_NAME,
+ * which sized the operator names of its graph executor.) */
+#ifndef TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES
+#define TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES 0
+#endif
+
+/*! Longest model name, with its NUL, that runtime.SystemLib(name) looks up (bytes; 0: no limit): a longer
+ * name is refused naming this limit. (microTVM: TVM_CRT_MAX_STRLEN_PARAM_NAME, which sized the parameter
+ * names its graph executor looked up.) */
+#ifndef TVM_CRT_MAX_MODEL_NAME_BYTES
+#define TVM_CRT_MAX_MODEL_NAME_BYTES 0
+#endif
+
 /* ---- sanity checks: impossible configurations fail here, not at run time ---- */
+/* An empty definition (`#define TVM_CRT_DEBUG`) reads as 0 - - 1 == 1 below; -2 is told apart by the + 0. */
+#if (((0 - TVM_CRT_DEBUG - 1) == 1) && ((TVM_CRT_DEBUG + 0) != -2)) || \
+    (((TVM_CRT_DEBUG + 0) != 0) && ((TVM_CRT_DEBUG + 0) != 1))
+#error "crt_config.h: TVM_CRT_DEBUG must be 0 (release build) or 1 (debug build)"
+#endif
 #if (TVM_CRT_LOG_LEVEL < 0) || (TVM_CRT_LOG_LEVEL > 4)
 #error "crt_config.h: TVM_CRT_LOG_LEVEL must be 0 (debug) .. 4 (off)"
 #endif
@@ -167,6 +224,18 @@
 #endif
 #if TVM_CRT_WORKSPACE_SIZE_BYTES < TVM_CRT_ALLOC_ALIGNMENT_BYTES
 #error "crt_config.h: TVM_CRT_WORKSPACE_SIZE_BYTES must be >= TVM_CRT_ALLOC_ALIGNMENT_BYTES"
+#endif
+#if ((TVM_CRT_MEMORY_POOL_BYTES) < 0) || ((TVM_CRT_MEMORY_POOL_BYTES) > 0x80000000) || \
+    (((TVM_CRT_MEMORY_POOL_BYTES) % (1 << (TVM_CRT_PAGE_BITS))) != 0)
+#error "crt_config.h: TVM_CRT_MEMORY_POOL_BYTES (microTVM: 1 << TVM_CRT_LOG_VIRT_MEM_SIZE, TVM_CRT_VIRT_MEM_SIZE) must be 0 or a multiple of the page size (1 << TVM_CRT_PAGE_BITS) up to 2 GiB"
+#endif
+#if ((TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES) != 0) && \
+    (((TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES) < 2) || ((TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES) > 65535))
+#error "crt_config.h: TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES (microTVM: TVM_CRT_MAX_STRLEN_FUNCTION_NAME, TVM_CRT_STRLEN_NAME) must be 0 (no limit) or 2 .. 65535"
+#endif
+#if ((TVM_CRT_MAX_MODEL_NAME_BYTES) != 0) && \
+    (((TVM_CRT_MAX_MODEL_NAME_BYTES) < 2) || ((TVM_CRT_MAX_MODEL_NAME_BYTES) > 65535))
+#error "crt_config.h: TVM_CRT_MAX_MODEL_NAME_BYTES (microTVM: TVM_CRT_MAX_STRLEN_PARAM_NAME) must be 0 (no limit) or 2 .. 65535"
 #endif
 
 #endif /* TVM_RUNTIME_CRT_CONFIG_H_DEFAULTS_ */

@@ -5,7 +5,9 @@
  * names): do not edit. config.h includes it right after <crt_config.h>, before its own defaults.
  * - UTVM_CRT_CONFIG_IS_UPSTREAM: 1 when crt_config.h is an upstream file (its include guard, or
  *   any name only upstream defines);
- * - aliases set the utvm setting they name (both given: they must agree);
+ * - other names of utvm settings set them (given twice: the values must agree): aliases as they
+ *   are, a page size as its log2, a log2 pool size as a size, a page count for config.h to multiply;
+ * - names utvm has no use for are range-checked and accepted (`accepted` in the list);
  * - TVM_CRT_LOG_LEVEL of an upstream file is translated (upstream counts 0 error .. 3 debug);
  * - every name utvm cannot honour stops the build with an #error naming it, why, and what to do.
  * Names with the same meaning in both (checked by config.h like utvm's own):
@@ -16,6 +18,7 @@
  *   TVM_CRT_MAX_PACKET_SIZE_BYTES
  *   TVM_CRT_MAX_FUNCTION_NAME_LENGTH_BYTES
  *   TVM_CRT_PAGE_BITS
+ *   TVM_CRT_DEBUG
  * Checks utvm always makes (defining these asks for nothing more):
  *   TVM_CRT_STACK_ALLOCATOR_ENABLE_FIFO_CHECK: utvm's stack allocator always checks that blocks are freed newest first
  *   TVM_CRT_STACK_ALLOCATOR_ENABLE_LIFO_CHECK: utvm's stack allocator always checks that blocks are freed newest first
@@ -30,7 +33,6 @@
     defined(TVM_RUNTIME_CRT_CONTRIB_STM32_CRT_CONFIG_H_) || \
     defined(TVM_CRT_PAGE_BYTES_LOG) || \
     defined(TVM_RUNTIME_ALLOC_ALIGNMENT_BYTES) || \
-    defined(TVM_CRT_DEBUG) || \
     defined(TVM_CRT_STACK_ALLOCATOR_ENABLE_FIFO_CHECK) || \
     defined(TVM_CRT_STACK_ALLOCATOR_ENABLE_LIFO_CHECK) || \
     defined(TVM_CRT_MAX_STRLEN_DLTYPE) || \
@@ -49,60 +51,195 @@
 #endif
 
 /* ---- other names of utvm settings ---- */
+/* TVM_CRT_PAGE_BYTES_LOG (alias) -> TVM_CRT_PAGE_BITS */
 #ifdef TVM_CRT_PAGE_BYTES_LOG
+#if ((0 - TVM_CRT_PAGE_BYTES_LOG - 1) == 1) && ((TVM_CRT_PAGE_BYTES_LOG + 0) != -2)
+#error "crt_config.h: TVM_CRT_PAGE_BYTES_LOG (microTVM) is defined without a value: give it one or remove it"
+#else
 #ifdef TVM_CRT_PAGE_BITS
-#if (TVM_CRT_PAGE_BYTES_LOG) != (TVM_CRT_PAGE_BITS)
-#error "crt_config.h: TVM_CRT_PAGE_BYTES_LOG (microTVM) and TVM_CRT_PAGE_BITS (utvm) are the same setting with different values: keep one"
+#if (TVM_CRT_PAGE_BITS) != (TVM_CRT_PAGE_BYTES_LOG)
+#error "crt_config.h: TVM_CRT_PAGE_BYTES_LOG (microTVM) and TVM_CRT_PAGE_BITS (utvm) are the same setting with different values (TVM_CRT_PAGE_BITS was given, or set by another microTVM name of it): keep one"
 #endif
 #else
 #define TVM_CRT_PAGE_BITS (TVM_CRT_PAGE_BYTES_LOG)
 #endif
 #endif
+#endif
+/* TVM_RUNTIME_ALLOC_ALIGNMENT_BYTES (alias) -> TVM_CRT_ALLOC_ALIGNMENT_BYTES */
 #ifdef TVM_RUNTIME_ALLOC_ALIGNMENT_BYTES
+#if ((0 - TVM_RUNTIME_ALLOC_ALIGNMENT_BYTES - 1) == 1) && ((TVM_RUNTIME_ALLOC_ALIGNMENT_BYTES + 0) != -2)
+#error "crt_config.h: TVM_RUNTIME_ALLOC_ALIGNMENT_BYTES (microTVM) is defined without a value: give it one or remove it"
+#else
 #ifdef TVM_CRT_ALLOC_ALIGNMENT_BYTES
-#if (TVM_RUNTIME_ALLOC_ALIGNMENT_BYTES) != (TVM_CRT_ALLOC_ALIGNMENT_BYTES)
-#error "crt_config.h: TVM_RUNTIME_ALLOC_ALIGNMENT_BYTES (microTVM) and TVM_CRT_ALLOC_ALIGNMENT_BYTES (utvm) are the same setting with different values: keep one"
+#if (TVM_CRT_ALLOC_ALIGNMENT_BYTES) != (TVM_RUNTIME_ALLOC_ALIGNMENT_BYTES)
+#error "crt_config.h: TVM_RUNTIME_ALLOC_ALIGNMENT_BYTES (microTVM) and TVM_CRT_ALLOC_ALIGNMENT_BYTES (utvm) are the same setting with different values (TVM_CRT_ALLOC_ALIGNMENT_BYTES was given, or set by another microTVM name of it): keep one"
 #endif
 #else
 #define TVM_CRT_ALLOC_ALIGNMENT_BYTES (TVM_RUNTIME_ALLOC_ALIGNMENT_BYTES)
 #endif
 #endif
+#endif
+/* TVM_CRT_MAX_STRLEN_FUNCTION_NAME (alias) -> TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES */
+#ifdef TVM_CRT_MAX_STRLEN_FUNCTION_NAME
+#if ((0 - TVM_CRT_MAX_STRLEN_FUNCTION_NAME - 1) == 1) && ((TVM_CRT_MAX_STRLEN_FUNCTION_NAME + 0) != -2)
+#error "crt_config.h: TVM_CRT_MAX_STRLEN_FUNCTION_NAME (microTVM) is defined without a value: give it one or remove it"
+#else
+#ifdef TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES
+#if (TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES) != (TVM_CRT_MAX_STRLEN_FUNCTION_NAME)
+#error "crt_config.h: TVM_CRT_MAX_STRLEN_FUNCTION_NAME (microTVM) and TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES (utvm) are the same setting with different values (TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES was given, or set by another microTVM name of it): keep one"
+#endif
+#else
+#define TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES (TVM_CRT_MAX_STRLEN_FUNCTION_NAME)
+#endif
+#endif
+#endif
+/* TVM_CRT_STRLEN_NAME (alias) -> TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES */
+#ifdef TVM_CRT_STRLEN_NAME
+#if ((0 - TVM_CRT_STRLEN_NAME - 1) == 1) && ((TVM_CRT_STRLEN_NAME + 0) != -2)
+#error "crt_config.h: TVM_CRT_STRLEN_NAME (microTVM) is defined without a value: give it one or remove it"
+#else
+#ifdef TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES
+#if (TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES) != (TVM_CRT_STRLEN_NAME)
+#error "crt_config.h: TVM_CRT_STRLEN_NAME (microTVM) and TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES (utvm) are the same setting with different values (TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES was given, or set by another microTVM name of it): keep one"
+#endif
+#else
+#define TVM_CRT_MAX_MODULE_FUNCTION_NAME_BYTES (TVM_CRT_STRLEN_NAME)
+#endif
+#endif
+#endif
+/* TVM_CRT_MAX_STRLEN_PARAM_NAME (alias) -> TVM_CRT_MAX_MODEL_NAME_BYTES */
+#ifdef TVM_CRT_MAX_STRLEN_PARAM_NAME
+#if ((0 - TVM_CRT_MAX_STRLEN_PARAM_NAME - 1) == 1) && ((TVM_CRT_MAX_STRLEN_PARAM_NAME + 0) != -2)
+#error "crt_config.h: TVM_CRT_MAX_STRLEN_PARAM_NAME (microTVM) is defined without a value: give it one or remove it"
+#else
+#ifdef TVM_CRT_MAX_MODEL_NAME_BYTES
+#if (TVM_CRT_MAX_MODEL_NAME_BYTES) != (TVM_CRT_MAX_STRLEN_PARAM_NAME)
+#error "crt_config.h: TVM_CRT_MAX_STRLEN_PARAM_NAME (microTVM) and TVM_CRT_MAX_MODEL_NAME_BYTES (utvm) are the same setting with different values (TVM_CRT_MAX_MODEL_NAME_BYTES was given, or set by another microTVM name of it): keep one"
+#endif
+#else
+#define TVM_CRT_MAX_MODEL_NAME_BYTES (TVM_CRT_MAX_STRLEN_PARAM_NAME)
+#endif
+#endif
+#endif
+/* TVM_CRT_MAX_PAGES (pages) -> TVM_CRT_MEMORY_POOL_BYTES */
+#ifdef TVM_CRT_MAX_PAGES
+#if ((0 - TVM_CRT_MAX_PAGES - 1) == 1) && ((TVM_CRT_MAX_PAGES + 0) != -2)
+#error "crt_config.h: TVM_CRT_MAX_PAGES (microTVM) is defined without a value: give it one or remove it"
+#elif (TVM_CRT_MAX_PAGES) < 1
+#error "crt_config.h: TVM_CRT_MAX_PAGES (microTVM) must be >= 1: the number of pages of microTVM's memory pool; in utvm the CRT's own pool of that many pages"
+#else
+#define UTVM_CRT_UPSTREAM_POOL_PAGES_ (TVM_CRT_MAX_PAGES)
+#endif
+#endif
+/* TVM_CRT_LOG_VIRT_MEM_SIZE (pow2_alias) -> TVM_CRT_MEMORY_POOL_BYTES */
+#ifdef TVM_CRT_LOG_VIRT_MEM_SIZE
+#if ((0 - TVM_CRT_LOG_VIRT_MEM_SIZE - 1) == 1) && ((TVM_CRT_LOG_VIRT_MEM_SIZE + 0) != -2)
+#error "crt_config.h: TVM_CRT_LOG_VIRT_MEM_SIZE (microTVM) is defined without a value: give it one or remove it"
+#elif ((TVM_CRT_LOG_VIRT_MEM_SIZE) < 4) || ((TVM_CRT_LOG_VIRT_MEM_SIZE) > 31)
+#error "crt_config.h: TVM_CRT_LOG_VIRT_MEM_SIZE (microTVM) must be 4 .. 31: log2 of the size of the memory pool of microTVM's memory manager (24: 16 MiB); in utvm the CRT's own pool of 2^n bytes"
+#else
+#ifdef TVM_CRT_MEMORY_POOL_BYTES
+#if (TVM_CRT_MEMORY_POOL_BYTES) != (1UL << (TVM_CRT_LOG_VIRT_MEM_SIZE))
+#error "crt_config.h: TVM_CRT_LOG_VIRT_MEM_SIZE (microTVM) and TVM_CRT_MEMORY_POOL_BYTES (utvm) are the same setting with different values (TVM_CRT_MEMORY_POOL_BYTES was given, or set by another microTVM name of it): keep one"
+#endif
+#else
+#define TVM_CRT_MEMORY_POOL_BYTES (1UL << (TVM_CRT_LOG_VIRT_MEM_SIZE))
+#endif
+#endif
+#endif
+/* TVM_CRT_VIRT_MEM_SIZE (alias) -> TVM_CRT_MEMORY_POOL_BYTES */
+#ifdef TVM_CRT_VIRT_MEM_SIZE
+#if ((0 - TVM_CRT_VIRT_MEM_SIZE - 1) == 1) && ((TVM_CRT_VIRT_MEM_SIZE + 0) != -2)
+#error "crt_config.h: TVM_CRT_VIRT_MEM_SIZE (microTVM) is defined without a value: give it one or remove it"
+#else
+#ifdef TVM_CRT_MEMORY_POOL_BYTES
+#if (TVM_CRT_MEMORY_POOL_BYTES) != (TVM_CRT_VIRT_MEM_SIZE)
+#error "crt_config.h: TVM_CRT_VIRT_MEM_SIZE (microTVM) and TVM_CRT_MEMORY_POOL_BYTES (utvm) are the same setting with different values (TVM_CRT_MEMORY_POOL_BYTES was given, or set by another microTVM name of it): keep one"
+#endif
+#else
+#define TVM_CRT_MEMORY_POOL_BYTES (TVM_CRT_VIRT_MEM_SIZE)
+#endif
+#endif
+#endif
+/* TVM_CRT_PAGE_BYTES (log2_alias) -> TVM_CRT_PAGE_BITS */
+#ifdef TVM_CRT_PAGE_BYTES
+#if ((0 - TVM_CRT_PAGE_BYTES - 1) == 1) && ((TVM_CRT_PAGE_BYTES + 0) != -2)
+#error "crt_config.h: TVM_CRT_PAGE_BYTES (microTVM) is defined without a value: give it one or remove it"
+#elif (TVM_CRT_PAGE_BYTES) == 16
+#define UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_ 4
+#elif (TVM_CRT_PAGE_BYTES) == 32
+#define UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_ 5
+#elif (TVM_CRT_PAGE_BYTES) == 64
+#define UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_ 6
+#elif (TVM_CRT_PAGE_BYTES) == 128
+#define UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_ 7
+#elif (TVM_CRT_PAGE_BYTES) == 256
+#define UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_ 8
+#elif (TVM_CRT_PAGE_BYTES) == 512
+#define UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_ 9
+#elif (TVM_CRT_PAGE_BYTES) == 1024
+#define UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_ 10
+#elif (TVM_CRT_PAGE_BYTES) == 2048
+#define UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_ 11
+#elif (TVM_CRT_PAGE_BYTES) == 4096
+#define UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_ 12
+#elif (TVM_CRT_PAGE_BYTES) == 8192
+#define UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_ 13
+#elif (TVM_CRT_PAGE_BYTES) == 16384
+#define UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_ 14
+#elif (TVM_CRT_PAGE_BYTES) == 32768
+#define UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_ 15
+#elif (TVM_CRT_PAGE_BYTES) == 65536
+#define UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_ 16
+#elif (TVM_CRT_PAGE_BYTES) == 131072
+#define UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_ 17
+#elif (TVM_CRT_PAGE_BYTES) == 262144
+#define UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_ 18
+#elif (TVM_CRT_PAGE_BYTES) == 524288
+#define UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_ 19
+#elif (TVM_CRT_PAGE_BYTES) == 1048576
+#define UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_ 20
+#elif (TVM_CRT_PAGE_BYTES) == 2097152
+#define UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_ 21
+#elif (TVM_CRT_PAGE_BYTES) == 4194304
+#define UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_ 22
+#elif (TVM_CRT_PAGE_BYTES) == 8388608
+#define UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_ 23
+#elif (TVM_CRT_PAGE_BYTES) == 16777216
+#define UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_ 24
+#else
+#error "crt_config.h: TVM_CRT_PAGE_BYTES (microTVM) must be a power of two from 16 to 16777216: the page size of microTVM's memory manager (bytes); utvm's page size is TVM_CRT_PAGE_BITS = log2 of it"
+#endif
+#ifdef UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_
+#ifdef TVM_CRT_PAGE_BITS
+#if (TVM_CRT_PAGE_BITS) != UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_
+#error "crt_config.h: TVM_CRT_PAGE_BYTES (microTVM) and TVM_CRT_PAGE_BITS (utvm) are the same setting with different values (TVM_CRT_PAGE_BITS was given, or set by another microTVM name of it): keep one"
+#endif
+#else
+#define TVM_CRT_PAGE_BITS UTVM_CRT_UPSTREAM_LOG2_TVM_CRT_PAGE_BYTES_
+#endif
+#endif
+#endif
 
-/* ---- names accepted only at the value meaning off ---- */
-#if defined(TVM_CRT_DEBUG) && (((TVM_CRT_DEBUG + 0) != 0) || ((0 - TVM_CRT_DEBUG - 1) == 1))
-#error "crt_config.h: TVM_CRT_DEBUG (microTVM) must be 0 here: utvm has no debug build of the CRT; remove it (0 is accepted); for verbose logs set TVM_CRT_LOG_LEVEL to TVM_CRT_LOG_LEVEL_DEBUG"
+/* ---- names with nothing to bound in utvm: range-checked, accepted ---- */
+#ifdef TVM_CRT_MAX_STRLEN_DLTYPE
+#if ((0 - TVM_CRT_MAX_STRLEN_DLTYPE - 1) == 1) && ((TVM_CRT_MAX_STRLEN_DLTYPE + 0) != -2)
+#error "crt_config.h: TVM_CRT_MAX_STRLEN_DLTYPE (microTVM) is defined without a value: give it one or remove it"
+#elif ((TVM_CRT_MAX_STRLEN_DLTYPE) < 8) || ((TVM_CRT_MAX_STRLEN_DLTYPE) > 64)
+#error "crt_config.h: TVM_CRT_MAX_STRLEN_DLTYPE (microTVM) must be 8 .. 64: it sized the dtype strings (int8, float32) of microTVM's graph executor JSON; utvm runs models ahead of time and carries dtypes as DLDataType codes, never as strings, so it bounds nothing"
+#endif
+#endif
+#ifdef TVM_CRT_STRLEN_DLTYPE
+#if ((0 - TVM_CRT_STRLEN_DLTYPE - 1) == 1) && ((TVM_CRT_STRLEN_DLTYPE + 0) != -2)
+#error "crt_config.h: TVM_CRT_STRLEN_DLTYPE (microTVM) is defined without a value: give it one or remove it"
+#elif ((TVM_CRT_STRLEN_DLTYPE) < 8) || ((TVM_CRT_STRLEN_DLTYPE) > 64)
+#error "crt_config.h: TVM_CRT_STRLEN_DLTYPE (microTVM) must be 8 .. 64: it sized the dtype strings (int8, float32) of microTVM's graph executor JSON; utvm runs models ahead of time and carries dtypes as DLDataType codes, never as strings, so it bounds nothing"
+#endif
 #endif
 
 /* ---- names utvm cannot honour ---- */
-#ifdef TVM_CRT_MAX_STRLEN_DLTYPE
-#error "crt_config.h: TVM_CRT_MAX_STRLEN_DLTYPE (microTVM) is not supported by utvm: it sizes dtype strings of microTVM's graph executor JSON; utvm runs models ahead of time (no graph executor) and parses no dtype strings; remove it"
-#endif
-#ifdef TVM_CRT_STRLEN_DLTYPE
-#error "crt_config.h: TVM_CRT_STRLEN_DLTYPE (microTVM) is not supported by utvm: it sizes dtype strings of microTVM's graph runtime JSON; utvm runs models ahead of time (no graph executor) and parses no dtype strings; remove it"
-#endif
-#ifdef TVM_CRT_MAX_STRLEN_FUNCTION_NAME
-#error "crt_config.h: TVM_CRT_MAX_STRLEN_FUNCTION_NAME (microTVM) is not supported by utvm: it sizes operator names in microTVM's graph executor JSON; utvm has no graph executor; remove it; utvm's limit on function names is TVM_CRT_MAX_FUNCTION_NAME_LENGTH_BYTES"
-#endif
-#ifdef TVM_CRT_STRLEN_NAME
-#error "crt_config.h: TVM_CRT_STRLEN_NAME (microTVM) is not supported by utvm: it sizes names in microTVM's graph runtime JSON; utvm has no graph executor; remove it; utvm's limit on function names is TVM_CRT_MAX_FUNCTION_NAME_LENGTH_BYTES"
-#endif
-#ifdef TVM_CRT_MAX_STRLEN_PARAM_NAME
-#error "crt_config.h: TVM_CRT_MAX_STRLEN_PARAM_NAME (microTVM) is not supported by utvm: it sizes parameter names loaded by microTVM's graph executor; utvm links parameters into the model's code; remove it"
-#endif
-#ifdef TVM_CRT_MAX_PAGES
-#error "crt_config.h: TVM_CRT_MAX_PAGES (microTVM) is not supported by utvm: utvm's page allocator takes its page count from the memory the platform port hands TVMPageAllocator_Create; remove it and size the platform's memory pool instead (PLATFORM_MEMORY_BYTES in platform.c)"
-#endif
-#ifdef TVM_CRT_LOG_VIRT_MEM_SIZE
-#error "crt_config.h: TVM_CRT_LOG_VIRT_MEM_SIZE (microTVM) is not supported by utvm: it sized the memory pool of microTVM's old memory manager; in utvm the platform port owns that pool; remove it and size the platform's memory pool instead (PLATFORM_MEMORY_BYTES in platform.c)"
-#endif
-#ifdef TVM_CRT_VIRT_MEM_SIZE
-#error "crt_config.h: TVM_CRT_VIRT_MEM_SIZE (microTVM) is not supported by utvm: it sized the memory pool of microTVM's old memory manager; in utvm the platform port owns that pool; remove it and size the platform's memory pool instead (PLATFORM_MEMORY_BYTES in platform.c)"
-#endif
-#ifdef TVM_CRT_PAGE_BYTES
-#error "crt_config.h: TVM_CRT_PAGE_BYTES (microTVM) is not supported by utvm: utvm's page size is a power of two given by its log2; replace it by TVM_CRT_PAGE_BITS set to log2 of the page size"
-#endif
 #ifdef TVM_CRT_FRAMER_ENABLE_LOGS
-#error "crt_config.h: TVM_CRT_FRAMER_ENABLE_LOGS (microTVM) is not supported by utvm: it turns on stderr traces in microTVM's C++ framer; utvm's framer has no trace output; remove it; TVM_CRT_LOG_LEVEL_DEBUG gives the CRT's debug logs"
+#error "crt_config.h: TVM_CRT_FRAMER_ENABLE_LOGS (microTVM) is not supported by utvm: it turns on stderr traces in microTVM's C++ framer; utvm's framer has no trace output; remove it; a debug build (TVM_CRT_DEBUG 1) logs what the CRT does"
 #endif
 
 /* ---- an upstream TVM_CRT_LOG_LEVEL, in utvm's numbering ---- */

@@ -3,7 +3,8 @@
  *
  * A tvm_crt_error_t is (category << 8) | code. Zero is success. Categories (docs/architecture.md §4):
  * 1 function registry, 2 framing, 3 write stream, 4 session, 5 platform, 6 generated code,
- * 7 executor, 8 function call, 9 time evaluator. Numbers here are ABI: never renumber, only append.
+ * 7 executor, 8 function call, 9 time evaluator, 10 parameter blobs. Numbers here are ABI: never renumber,
+ * only append.
  * tests/vectors/abi.json repeats them and both the C and the Python tests check against it.
  */
 #ifndef TVM_RUNTIME_CRT_ERROR_CODES_H_
@@ -32,7 +33,8 @@ typedef enum {
   kTvmErrorCategoryGenerated = 6,
   kTvmErrorCategoryExecutor = 7,
   kTvmErrorCategoryFunctionCall = 8,
-  kTvmErrorCategoryTimeEvaluator = 9
+  kTvmErrorCategoryTimeEvaluator = 9,
+  kTvmErrorCategoryParams = 10
 } tvm_crt_error_category_t;
 
 typedef enum {
@@ -91,9 +93,21 @@ typedef enum {
   kTvmErrorFunctionCallWrongArgType = 0x0801,
   kTvmErrorFunctionCallNotImplemented = 0x0802,
   kTvmErrorFunctionCallInvalidArg = 0x0803,
+  kTvmErrorFunctionCallWrongReturnType = 0x0804,
 
   /* Time evaluator. */
   kTvmErrorTimeEvaluatorBadHandle = 0x0900,
+
+  /* Parameter blobs (--params external; TVMSetParameters in tvm/runtime/crt/tvm_micro_runtime.h): why a
+   * blob was refused, and a run that found none in its context. */
+  kTvmErrorParamsBadMagic = 0x0A00,
+  kTvmErrorParamsBadVersion = 0x0A01,
+  kTvmErrorParamsOtherModel = 0x0A02,
+  kTvmErrorParamsTruncated = 0x0A03,
+  kTvmErrorParamsSizeMismatch = 0x0A04,
+  kTvmErrorParamsCrcMismatch = 0x0A05,
+  kTvmErrorParamsMisaligned = 0x0A06,
+  kTvmErrorParamsMissing = 0x0A07,
 
   /* System errors outside any category. */
   kTvmErrorSystemErrorMask = (-2147483647 - 1) /* INT32_MIN, i.e. bit 31 */

@@ -74,7 +74,8 @@ TVM_CRT_WARN_UNUSED tvm_crt_error_t TVMMutableFuncRegistry_Create(TVMMutableFunc
 /*! \brief Add or (with override != 0) replace a function. A replaced function keeps its index. Errors
  * (the registry is unchanged after each): kTvmErrorFunctionAlreadyDefined if present and !override;
  * kTvmErrorFunctionRegistryFull if there is no room; kTvmErrorPlatformInvalidArgument for a NULL or empty
- * name, a name of TVM_CRT_MAX_FUNCTION_NAME_LENGTH_BYTES or more characters, or a NULL func. */
+ * name, a name of TVM_CRT_MAX_FUNCTION_NAME_LENGTH_BYTES or more characters, or a NULL func; in a debug build
+ * (TVM_CRT_DEBUG), kTvmErrorPlatformCheckFailure when the registry's layout in its buffer is broken. */
 TVM_CRT_WARN_UNUSED tvm_crt_error_t TVMMutableFuncRegistry_Set(TVMMutableFuncRegistry* reg, const char* name,
                                            TVMBackendPackedCFunc func, int override);
 

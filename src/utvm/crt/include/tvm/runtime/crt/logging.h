@@ -6,7 +6,8 @@
  * TVMPlatformLog. Levels below TVM_CRT_LOG_LEVEL (crt_config.h) compile to nothing: their arguments are
  * not evaluated. TVMPlatformLog has a weak do-nothing default in libcommon; a port (or the RPC server,
  * which forwards log text to the host as session log messages) replaces it with a strong definition.
- * Depends on config.h, compiler.h.
+ * TVM_CRT_DEBUG_LOG is the CRT's own trace (registrations, allocations): LOG_DEBUG in a debug build
+ * (TVM_CRT_DEBUG 1), nothing otherwise. Depends on config.h, compiler.h.
  */
 #ifndef TVM_RUNTIME_CRT_LOGGING_H_
 #define TVM_RUNTIME_CRT_LOGGING_H_
@@ -61,6 +62,14 @@ void TVMPlatformLog(int level, const char* message, size_t length);
 #define LOG_ERROR(...) TVMLogf(TVM_CRT_LOG_LEVEL_ERROR, __VA_ARGS__)
 #else
 #define LOG_ERROR(...) ((void)0)
+#endif
+
+/* The CRT's own trace of what it registers and allocates: debug logs of a debug build (TVM_CRT_DEBUG 1) only,
+ * so a release build at the debug level logs no more than the firmware does. */
+#if TVM_CRT_DEBUG
+#define TVM_CRT_DEBUG_LOG(...) LOG_DEBUG(__VA_ARGS__)
+#else
+#define TVM_CRT_DEBUG_LOG(...) ((void)0)
 #endif
 
 #endif /* TVM_RUNTIME_CRT_LOGGING_H_LEVELS_ */

@@ -14,6 +14,20 @@
  * run and is what the model's run function returns. Write only the outputs' elements and never an input:
  * the generated code checks guard bytes around every output and a checksum of every non-constant input
  * after each call (UTVM_CUSTOM_OP_ERROR_GUARD).
+ *
+ * An operator that needs the application's context (a device handle, a DMA channel, an accelerator: what
+ * TVMSetDevice put in the TVMContext) declares itself with UTVM_CUSTOM_OP_WITH_CONTEXT and takes one more
+ * argument, the context the model runs with (a `const TVMContext*`, from tvm/runtime/crt/tvm_micro_backend.h):
+ *
+ *   UTVM_CUSTOM_OP_WITH_CONTEXT(symbol);
+ *   int32_t symbol(const UtvmCustomTensor* inputs, int32_t num_inputs, UtvmCustomTensor* outputs,
+ *                  int32_t num_outputs, const uint8_t* options, int32_t options_size, void* resource_handle) {
+ *     const TVMContext* context = (const TVMContext*)resource_handle;
+ *     ... context->device ...
+ *   }
+ *
+ * utvm reads the declaration in the file (the macro, with the symbol's name) and then passes the context to
+ * every operator of the model. Operators without the declaration keep the signature above.
  */
 #ifndef TVM_RUNTIME_CRT_UTVM_CUSTOM_OP_H_
 #define TVM_RUNTIME_CRT_UTVM_CUSTOM_OP_H_
@@ -24,8 +38,9 @@
 extern "C" {
 #endif
 
-/*! \brief The version of this interface; changes only when the signature or the struct below change. */
-#define UTVM_CUSTOM_OP_ABI_VERSION 1
+/*! \brief The version of this interface; changes only when the signatures or the structs below change
+ * (2: UTVM_CUSTOM_OP_WITH_CONTEXT and UtvmCustomCall.resource_handle; version 1's signature still works). */
+#define UTVM_CUSTOM_OP_ABI_VERSION 2
 
 /*! \brief The most inputs plus outputs one user operator may have. */
 #define UTVM_CUSTOM_OP_MAX_TENSORS 16
@@ -62,6 +77,20 @@ typedef int32_t (*UtvmCustomOpFunc)(const UtvmCustomTensor* inputs, int32_t num_
                                     UtvmCustomTensor* outputs, int32_t num_outputs, const uint8_t* options,
                                     int32_t options_size);
 
+/*! \brief The type of a user operator that takes the context (UTVM_CUSTOM_OP_WITH_CONTEXT). */
+typedef int32_t (*UtvmCustomOpContextFunc)(const UtvmCustomTensor* inputs, int32_t num_inputs,
+                                           UtvmCustomTensor* outputs, int32_t num_outputs,
+                                           const uint8_t* options, int32_t options_size, void* resource_handle);
+
+/*!
+ * \brief Declares `symbol` as a user operator that takes the context: write it, with the symbol's own name,
+ * in the operator's C file before the definition (utvm reads it there; the C compiler then holds the
+ * definition to this prototype). `resource_handle` is the model's `const TVMContext*` as a `void*`.
+ */
+#define UTVM_CUSTOM_OP_WITH_CONTEXT(symbol)                                                                 \
+  int32_t(symbol)(const UtvmCustomTensor* inputs, int32_t num_inputs, UtvmCustomTensor* outputs,          \
+                  int32_t num_outputs, const uint8_t* options, int32_t options_size, void* resource_handle)
+
 /*!
  * \brief What a generated operator passes, besides the DLTensors, to the packed wrapper of a user operator
  * (packed convention only: the last argument, a kTVMOpaqueHandle): every tensor's description (inputs,
@@ -73,6 +102,7 @@ typedef struct {
   const UtvmCustomTensor* tensors;
   const uint8_t* options;
   int32_t options_size;
+  void* resource_handle; /*!< the model's context, for an operator that takes it (set only then) */
 } UtvmCustomCall;
 
 #ifdef __cplusplus
