@@ -15,12 +15,8 @@ shape).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import shutil
 import stat
-import tempfile
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from utvm.errors import UsageError
+from utvm.support import cc
 
 FLOAT_TOLERANCE = 1e-5
 NPY_MAGIC = b"\x93NUMPY"
@@ -136,7 +133,7 @@ def firmware_sources(compiled: Any) -> list[Path]:
     sources = {**compiled.sources, **getattr(compiled, "rpc_sources", {})}
     files = {safe_file_name(name, "generated file"): text for name, text in {**sources,
                                                                               **compiled.includes}.items()}
-    d = _cached_source_dir(compiled.prefix, files)
+    d = cc.cached_sources(compiled.prefix, files)
     return sorted(d / name for name in sources)
 
 
@@ -225,7 +222,7 @@ def build_firmware(compiled: Any | Sequence[Any], platform: str = "host", debug:
             paths = _rewritten(paths, texts, f"{m.prefix}-multi")
         sources += paths
     sources = _shared_user_sources_once(sources)
-    table = _cached_source_dir("system-libs", {"utvm_system_libs.c": codegen.system_lib_table_source(names,
+    table = cc.cached_sources("system-libs", {"utvm_system_libs.c": codegen.system_lib_table_source(names,
                                                                                                     renamed)})
     sources.append(table / "utvm_system_libs.c")
     if extra_sources:
@@ -272,30 +269,11 @@ def _merged_crt_config(configs: Sequence[Mapping[str, int]]) -> dict[str, int]:
     return out
 
 
-def _cached_source_dir(label: str, files: Mapping[str, str]) -> Path:
-    """`files` (name -> text) in a content-addressed directory of utvm's cache (so firmware builds cache).
-    It is written beside its place and renamed into it, so no build ever sees it half written."""
-    from utvm.support import cc
-
-    key = hashlib.sha256(json.dumps(sorted(files.items())).encode()).hexdigest()[:20]
-    d = cc.cache_dir() / "model-src" / f"{label}-{key}"
-    if not d.exists():
-        d.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}-", dir=d.parent))
-        for name, text in files.items():
-            (tmp / name).write_text(text)
-        try:
-            tmp.rename(d)
-        except OSError:  # another process got there first with the same content
-            shutil.rmtree(tmp, ignore_errors=True)
-    return d
-
-
 def _rewritten(paths: Sequence[Path], texts: Mapping[str, str], label: str) -> list[Path]:
     """The sources `paths` with some replaced by `texts` (name -> new text), in a cached directory of their
     own beside copies of the other files of their directory (the model's header); the paths of `texts`."""
     others = {f.name: f.read_text() for f in paths[0].parent.iterdir() if f.is_file() and f.name not in texts}
-    d = _cached_source_dir(label, {**others, **texts})
+    d = cc.cached_sources(label, {**others, **texts})
     return sorted(d / name for name in texts)
 
 

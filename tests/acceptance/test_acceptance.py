@@ -10,12 +10,12 @@ import json
 import os
 import re
 import signal
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.platform.serial_board.board_toml import write_board_toml
 
 import utvm.acceptance as kit
 from utvm.acceptance import CHECKS, Fault, Options, run_acceptance
@@ -26,8 +26,6 @@ from utvm.platform.qemu.boards import BOARDS
 from utvm.platform.serial_board.config import ENV_VAR, use_board_config
 
 ORDER = ["link", "registries", "allocator", "ndarray", "recovery", "timer", "model", "logging"]
-SERIAL_HELPERS = Path(__file__).resolve().parents[1] / "platform" / "serial_board"
-QEMU_BOARD_FILES = Path(__file__).resolve().parents[2] / "src" / "utvm" / "platform" / "qemu" / "template" / "board"
 
 
 @pytest.fixture(autouse=True)
@@ -104,7 +102,7 @@ def test_faults_exist_only_where_the_kit_can_put_them() -> None:
 
 
 def test_the_cli_refuses_a_board_config_for_another_platform(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    board = serial_board_toml(tmp_path)
+    board = write_board_toml(tmp_path)
     assert main(["acceptance", "--platform", "qemu-cortex-m4", "--board-config", str(board)]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "only --platform serial-board uses a board description" in err, err
@@ -115,38 +113,6 @@ def test_the_cli_refuses_a_board_config_for_another_platform(tmp_path: Path, cap
 
 
 # --- every board (slow) ---------------------------------------------------------------------------------------
-
-def toml_str(value: str | Path) -> str:
-    return json.dumps(str(value))
-
-
-def serial_board_toml(tmp: Path) -> Path:
-    """The QEMU stand-in board of tests/platform/test_serial_board.py: mps2-an386 with UART0 on a pty."""
-    port = tmp / "ttyBOARD"
-    path = tmp / "board.toml"
-    path.write_text(f"""
-[board]
-name = "qemu-an386"
-cpu = "cortex-m4"
-clock_hz = 25000000
-port = {toml_str(port)}
-baud = 115200
-
-[build]
-linker_script = {toml_str(QEMU_BOARD_FILES / 'mps2.ld')}
-startup = {toml_str(QEMU_BOARD_FILES / 'startup.c')}
-sources = [{toml_str(QEMU_BOARD_FILES / 'semihost.c')}, {toml_str(SERIAL_HELPERS / 'mps2_uart.c')}]
-memory_bytes = 1048576
-workspace_bytes = 262144
-
-[flash]
-command = [{toml_str(sys.executable)}, {toml_str(SERIAL_HELPERS / 'qemu_flash.py')}, "{{elf}}", "{{port}}"]
-
-[link]
-handshake_timeout_s = 20
-reset_command = [{toml_str(sys.executable)}, {toml_str(SERIAL_HELPERS / 'qemu_reset.py')}, "{{port}}"]
-""")
-    return path
 
 
 def kill_stand_in(port: Path) -> None:
@@ -165,7 +131,7 @@ def test_every_board_passes_the_kit(board: str, tmp_path: Path) -> None:
     options = Options(link_timeout_s=10.0)
     if board == "serial-board":
         try:
-            report = run_acceptance(board, board_config=serial_board_toml(tmp_path), options=options)
+            report = run_acceptance(board, board_config=write_board_toml(tmp_path), options=options)
         finally:
             kill_stand_in(tmp_path / "ttyBOARD")
     else:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.capi.apps import run_host_app
 
 from utvm.cli import EXIT_USAGE, main
 from utvm.compiler import compile, params
@@ -37,7 +38,6 @@ from utvm.frontend import load
 from utvm.ir import Graph, run_reference
 from utvm.mlf import export_model_library_format
 from utvm.mlf import load as load_mlf
-from utvm.support import cc
 from utvm.support.models import models_dir
 
 HERE = Path(__file__).resolve().parent
@@ -231,12 +231,7 @@ def write_app_sources(case: Case, root: Path) -> tuple[list[Path], Path]:
 
 def test_params_app_on_the_host(case: Case, tmp_path: Path) -> None:
     srcs, inc = write_app_sources(case, tmp_path / "model")
-    exe = tmp_path / "params_app"
-    cc.run(["gcc", *cc.WARNING_FLAGS, "-O2", "-I", str(inc), "-I", str(cc.crt_dir() / "include"),
-            str(HERE / "params_app.c"), *map(str, srcs), "-o", str(exe)], what="building params_app.c")
-    proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    check_app_output(proc.stdout, case)
+    check_app_output(run_host_app(HERE / "params_app.c", srcs, inc, tmp_path), case)
 
 
 @pytest.mark.slow

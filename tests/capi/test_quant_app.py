@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.capi.apps import run_host_app
 
 from utvm.compiler import compile
 from utvm.compiler.oracle import reference_outputs
 from utvm.frontend import load
-from utvm.support import cc
 from utvm.support.models import models_dir
 
 HERE = Path(__file__).resolve().parent
@@ -70,12 +70,7 @@ def _check(text: str, c) -> None:
 
 def test_quant_app_on_the_host(compiled, tmp_path: Path) -> None:
     srcs, inc = compiled.write_sources(tmp_path / "model", rpc=False)
-    exe = tmp_path / "quant_app"
-    cc.run(["gcc", *cc.WARNING_FLAGS, "-O2", "-I", str(inc), "-I", str(cc.crt_dir() / "include"),
-            str(HERE / "quant_app.c"), *map(str, srcs), "-o", str(exe)], what="building quant_app.c")
-    proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    _check(proc.stdout, compiled)
+    _check(run_host_app(HERE / "quant_app.c", srcs, inc, tmp_path), compiled)
 
 
 @pytest.mark.slow

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.platform.serial_board.board_toml import HELPERS, QEMU_BOARD, toml_str, write_board_toml
 
 from utvm.cli import EXIT_BUILD, EXIT_DEVICE, EXIT_USAGE, exit_status, main
 from utvm.errors import (
@@ -39,50 +40,8 @@ from utvm.support.models import models_dir
 from utvm.target import platform_target
 
 HERE = Path(__file__).resolve().parent
-HELPERS = HERE / "serial_board"
-QEMU_BOARD = HERE.parents[1] / "src" / "utvm" / "platform" / "qemu" / "template" / "board"
 MODELS = models_dir()
 HELLO = MODELS / "tflm" / "hello_world_int8.tflite"
-
-
-def toml_str(value: str | Path) -> str:
-    return json.dumps(str(value))  # a TOML basic string is a JSON string for these paths
-
-
-def write_board_toml(tmp: Path, *, port: str | Path | None = None, flash: str | None = None, link: str = "",
-                     cpu: str = "cortex-m4", handshake_s: float = 20.0, reset: bool = True) -> Path:
-    """A board.toml for the QEMU stand-in board (mps2-an386) in `tmp`."""
-    port = port if port is not None else tmp / "ttyBOARD"
-    if flash is None:
-        flash = (f"command = [{toml_str(sys.executable)}, {toml_str(HELPERS / 'qemu_flash.py')}, "
-                 '"{elf}", "{port}"]')
-    reset_line = f"reset_command = [{toml_str(sys.executable)}, {toml_str(HELPERS / 'qemu_reset.py')}, \"{{port}}\"]"
-    text = f"""
-[board]
-name = "qemu-an386"
-cpu = "{cpu}"
-clock_hz = 25000000
-port = {toml_str(port)}
-baud = 115200
-
-[build]
-linker_script = {toml_str(QEMU_BOARD / 'mps2.ld')}
-startup = {toml_str(QEMU_BOARD / 'startup.c')}
-sources = [{toml_str(QEMU_BOARD / 'semihost.c')}, {toml_str(HELPERS / 'mps2_uart.c')}]
-memory_bytes = 1048576
-workspace_bytes = 262144
-
-[flash]
-{flash}
-
-[link]
-handshake_timeout_s = {handshake_s}
-{link}
-{reset_line if reset else ""}
-"""
-    path = tmp / "board.toml"
-    path.write_text(text)
-    return path
 
 
 pytestmark = pytest.mark.usefixtures("no_board_config")

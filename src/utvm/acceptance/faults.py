@@ -21,9 +21,7 @@ that promise the kit can build its conformance firmware with one of these faults
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,26 +65,6 @@ def port_with_broken_allocator(port_text: str, port_name: str) -> str:
             f"{renames}{port_text}\n{undo}\n{_fragment('overlapping_allocator.c')}")
 
 
-def _cached_dir(files: Mapping[str, str]) -> Path:
-    """`files` (name -> text) in a content-addressed directory of utvm's cache, so firmware builds cache."""
-    from utvm.support import cc
-
-    key = hashlib.sha256("\0".join(f"{k}\0{v}" for k, v in sorted(files.items())).encode()).hexdigest()[:20]
-    d = cc.cache_dir() / "acceptance-faults" / key
-    if not d.exists():
-        d.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=d.parent))
-        for name, text in files.items():
-            (tmp / name).write_text(text)
-        try:
-            tmp.rename(d)
-        except OSError:  # another process wrote the same content first
-            import shutil
-
-            shutil.rmtree(tmp, ignore_errors=True)
-    return d
-
-
 def host_sources(faults: Sequence[Fault]) -> list[Path]:
     """The extra C files that put `faults` into the host firmware (compiled as the user's C)."""
     from utvm.support import cc
@@ -102,7 +80,7 @@ def host_sources(faults: Sequence[Fault]) -> list[Path]:
                                                      f"{_fragment('lossy_stdin.c')}")
     if not files:
         return []
-    d = _cached_dir(files)
+    d = cc.cached_sources("acceptance-faults", files)
     return [d / name for name in sorted(files)]
 
 

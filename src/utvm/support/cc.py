@@ -13,11 +13,12 @@ A failed build raises `BuildError` carrying the command and the compiler's outpu
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -37,6 +38,24 @@ def cache_dir() -> Path:
     base = Path(root) if root else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "utvm"
     base.mkdir(parents=True, exist_ok=True)
     return base
+
+
+def cached_sources(label: str, files: Mapping[str, str]) -> Path:
+    """`files` (name -> text) in a content-addressed directory `<label>-<hash>` of utvm's cache, so the builds
+    of the same sources cache. It is written beside its place and renamed into it, so no build ever sees it
+    half written; a process that loses the race to another with the same content drops its copy."""
+    key = hashlib.sha256(json.dumps(sorted(files.items())).encode()).hexdigest()[:20]
+    d = cache_dir() / "sources" / f"{label}-{key}"
+    if not d.exists():
+        d.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}-", dir=d.parent))
+        for name, text in files.items():
+            (tmp / name).write_text(text)
+        try:
+            tmp.rename(d)
+        except OSError:  # another process got there first with the same content
+            shutil.rmtree(tmp, ignore_errors=True)
+    return d
 
 
 @cache
