@@ -20,8 +20,18 @@ from schedule_harness import assign_points, point_tests, run_on_platform, spaces
 
 from utvm.compiler import compile  # noqa: E402
 from utvm.ir import run_reference  # noqa: E402
+from utvm.ir.graph import Quantization  # noqa: E402
 
 ACTS = ("none", "relu", "relu6", "relu_n1_to_1")
+
+
+def binary_quants(rng: np.random.Generator, op: str) -> tuple[Quantization, Quantization, Quantization]:
+    """Random per-tensor quantizations of an add/sub/mul's two inputs and its output (a product's output scale
+    twice as large, a sum's half)."""
+    qa = per_tensor(float(rng.uniform(0.005, 0.2)), int(rng.integers(-128, 128)))
+    qb = per_tensor(float(rng.uniform(0.005, 0.2)), int(rng.integers(-128, 128)))
+    qy = per_tensor(float(rng.uniform(0.02, 0.3)) * (2 if op == "mul" else 0.5), int(rng.integers(-128, 128)))
+    return qa, qb, qy
 
 
 def add_binary(b: Batch, rng: np.random.Generator, i: int) -> None:
@@ -43,9 +53,7 @@ def add_binary(b: Batch, rng: np.random.Generator, i: int) -> None:
         sa, sb = (out if rng.random() < 0.5 else broadcast_shape()), broadcast_shape()
     if rng.random() < 0.5:
         sa, sb = sb, sa
-    qa = per_tensor(float(rng.uniform(0.005, 0.2)), int(rng.integers(-128, 128)))
-    qb = per_tensor(float(rng.uniform(0.005, 0.2)), int(rng.integers(-128, 128)))
-    qy = per_tensor(float(rng.uniform(0.02, 0.3)) * (2 if op == "mul" else 0.5), int(rng.integers(-128, 128)))
+    qa, qb, qy = binary_quants(rng, op)
     a = b.input(f"e{i}_a", sa, "int8", qa)
     if int(np.prod(sb)) == 1 and rng.random() < 0.7:  # a constant single value: the lut point
         bb = b.const(f"e{i}_b", rng.integers(-128, 128, size=sb).astype(np.int8), qb)

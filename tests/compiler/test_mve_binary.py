@@ -17,7 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kernel_harness import Batch, compare, ops_source, per_tensor  # noqa: E402
 from schedule_harness import run_on_platform, spaces  # noqa: E402
-from test_kernels_elementwise_tables import EXHAUSTIVE, add_binary  # noqa: E402
+from test_kernels_elementwise_tables import EXHAUSTIVE, add_binary, binary_quants  # noqa: E402
 from test_mve_dw import mve_sweep  # noqa: E402
 
 from utvm.compiler import compile  # noqa: E402
@@ -33,9 +33,7 @@ def add_flat(b: Batch, rng: np.random.Generator, i: int) -> None:
     sa, sb = shape, shape if rng.random() < 0.75 else [1]
     if rng.random() < 0.5:
         sa, sb = sb, sa
-    qa = per_tensor(float(rng.uniform(0.005, 0.2)), int(rng.integers(-128, 128)))
-    qb = per_tensor(float(rng.uniform(0.005, 0.2)), int(rng.integers(-128, 128)))
-    qy = per_tensor(float(rng.uniform(0.02, 0.3)) * (2 if op == "mul" else 0.5), int(rng.integers(-128, 128)))
+    qa, qb, qy = binary_quants(rng, op)
     a = b.input(f"f{i}_a", sa, "int8", qa)
     bb = b.input(f"f{i}_b", sb, "int8", qb)
     b.apply(op, [a, bb], f"f{i}_y", {"activation": str(rng.choice(ACTS))}, qy)

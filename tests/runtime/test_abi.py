@@ -65,6 +65,25 @@ def test_type_codes_match_c_header() -> None:
         assert int(m.group(1)) == int(TYPE_CODE_NAMES[name]), name
 
 
+def test_python_error_code_tables_match_vectors() -> None:
+    """The error codes Python code names (the parameter blob's refusals, the runtime's argument errors, the
+    framing verdicts the acceptance kit explains) are the ones abi.json pins for the C headers."""
+    from utvm.acceptance.context import FRAMING_ERRORS
+    from utvm.compiler import params
+    from utvm.runtime import local
+
+    codes = ABI["error_codes"]
+    assert params.ERRORS == {k: v for k, v in codes.items() if k.startswith("kTvmErrorParams")}
+    assert set(params.MEANINGS) == set(params.ERRORS)
+    assert (local.K_NUM_ARGUMENTS, local.K_WRONG_ARG_TYPE, local.K_INVALID_ARG) == (
+        codes["kTvmErrorFunctionCallNumArguments"], codes["kTvmErrorFunctionCallWrongArgType"],
+        codes["kTvmErrorFunctionCallInvalidArg"])
+    framing = {v for k, v in codes.items() if k.startswith("kTvmErrorFraming")}
+    assert set(FRAMING_ERRORS) <= framing, sorted(set(FRAMING_ERRORS) - framing)
+    assert FRAMING_ERRORS[codes["kTvmErrorFramingPacketTooLong"]].endswith("TVM_CRT_MAX_PACKET_SIZE_BYTES")
+    assert "CRC" in FRAMING_ERRORS[codes["kTvmErrorFramingCrcMismatch"]]
+
+
 @pytest.mark.parametrize(("struct", "size"), [
     (capi.DLDevice, 8), (capi.DLDataType, 4), (capi.TVMValue, 8),
 ])

@@ -81,6 +81,10 @@ class Options:
     #: external, or a user operator declared with UTVM_CUSTOM_OP_WITH_CONTEXT (`operator_context`)
     operator_context: bool = False
 
+    def __post_init__(self) -> None:
+        if self.params == "external" and not self.operator_context:
+            raise ValueError("codegen.Options: --params external operators read the weights through the context")
+
     @property
     def external_params(self) -> bool:
         return self.params == "external"

@@ -339,7 +339,7 @@ def compile(  # noqa: A001 - the public name the docs use (docs/architecture.md 
 def _emit(source: Graph, lowered: Lowered, opts: CompileOptions, log: list[tuple[str, int]]) -> CompiledModel:
     graph = lowered.graph
     iface = model_interface(graph, opts.model_name)
-    context = opts.params == "external" or custom_kernel.graph_takes_context(graph.nodes)
+    context = takes_context(opts, graph)
     cg_opts = codegen_options(opts, context)
     prefix = f"tvmgen_{opts.model_name}"
     ops = codegen.ops_source(lowered, cg_opts)
@@ -386,10 +386,15 @@ def _emit(source: Graph, lowered: Lowered, opts: CompileOptions, log: list[tuple
 
 def codegen_options(opts: CompileOptions, operator_context: bool = False) -> codegen.Options:
     """What the code generator takes of the compile options; `operator_context`: every operator takes the
-    context (--params external, or a user operator that takes it: custom.graph_takes_context)."""
+    context (`takes_context`; metadata.json's `operator_context` for a loaded MLF)."""
     return codegen.Options(opts.model_name, opts.unpacked_api, opts.interface_api, opts.workspace, opts.rounding,
-                           utvm.__version__, opts.constants_section, opts.params,
-                           operator_context or opts.params == "external")
+                           utvm.__version__, opts.constants_section, opts.params, operator_context)
+
+
+def takes_context(opts: CompileOptions, graph: Graph) -> bool:
+    """Whether every operator of `graph` takes the context: with --params external (they read the weights
+    through it), or when a user operator takes it (custom.graph_takes_context)."""
+    return opts.params == "external" or custom_kernel.graph_takes_context(graph.nodes)
 
 
 def system_lib_name(model_name: str) -> str:
