@@ -126,7 +126,7 @@ def test_points_of_old_tuning_logs_still_apply() -> None:
         ({"algo": "plane", "dw_px": 2, "dw_oc": 2, "dw_cb": 1, "requant": "dbl", "unroll": True, "dw_wload": "mem",
           "no_sched": True},
          {"algo": "plane", "px_block": 2, "oc_block": 2, "c_block": 1, "requant": "dbl", "row_unroll": True,
-          "copy_unroll": True, "w_load": "mem", "no_sched": True}),
+          "copy_unroll": True, "w_load": "mem", "no_sched": True, "band": 0}),
         ({"algo": "direct", **off}, {"algo": "direct", "taps": "unrolled", "m_regs": True}),
     ]
     for old, new in cases:

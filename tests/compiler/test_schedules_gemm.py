@@ -163,7 +163,7 @@ OLD_DIRECT = {"algo": "direct", "px_block": 2, "oc_block": 2, "k_unroll": 2, "w_
 
 @pytest.mark.parametrize("target, old, new", [
     ("cortex-m4", OLD_GEMM, {"algo": "gemm", "px_block": 1, "oc_block": 2, "unroll": 1, "w_fmt": "i16",
-                             "requant": "c", "no_sched": True, "ext": "acle", "share": False}),
+                             "requant": "c", "no_sched": True, "ext": "acle", "share": False, "widen": "copy"}),
     ("host", OLD_DIRECT, {"algo": "direct"}),
 ])
 def test_old_flat_points_apply_without_a_warning(target: str, old: Schedule, new: Schedule) -> None:

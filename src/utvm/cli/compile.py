@@ -48,6 +48,12 @@ def add_compile_options(p: argparse.ArgumentParser) -> None:
                    help="a workspace memory pool, repeatable, fastest first: SIZE in bytes or with K/KB/KiB "
                         "(1024) or M/MB/MiB suffix; ATTRS comma-separated: rw, section=NAME, align=N "
                         "(docs/compiler.md)")
+    p.add_argument("--memory-limit", type=memory_limit, default=None, metavar="BYTES|min",
+                   help="fit the workspace in BYTES (K/M suffixes as --memory-pool) with the fastest plan that does: "
+                        "kernel schedules with less scratch, row-patch stages, in-place depthwise; 'min': the "
+                        "smallest peak reachable (docs/compiler.md, \"Below the layer-by-layer bound\")")
+    p.add_argument("--patch-overhead", type=patch_overhead, default=None, metavar="PERCENT",
+                   help="the extra work row patches may add, in percent of the model's MACs (default 10)")
     p.add_argument("--constants-section", type=A.section_name, default=None, metavar="SECTION",
                    help="put the weights and constant arrays in this linker section (e.g. .my_weights)")
     p.add_argument("--params", default="embedded", choices=("embedded", "external"),
@@ -69,6 +75,31 @@ def add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--custom-op-py", action="append", default=[], metavar="NAME=FILE.py:func", type=A.custom_op_py,
                    help="the numpy implementation of user operator NAME for the reference interpreter (--check; "
                         "repeatable)")
+
+
+def memory_limit(text: str) -> int | str:
+    """--memory-limit: bytes (memory.parse_size: K/KB/KiB, M/MB/MiB) of at least 1, or `min`."""
+    if text.strip().lower() == "min":
+        return "min"
+    try:
+        n = memory.parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}, or 'min'") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"memory limit {text!r}: at least 1 byte")
+    return n
+
+
+def patch_overhead(text: str) -> float:
+    """--patch-overhead: a percentage (`10`, `10%`, `2.5%`) from 0 to 1000, returned as a fraction."""
+    t = text.strip().removesuffix("%").strip()
+    try:
+        v = float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"patch overhead {text[:40]!r} is not a percentage (e.g. 10 or 10%)") from None
+    if not 0 <= v <= 1000:
+        raise argparse.ArgumentTypeError(f"patch overhead {text[:40]!r}: from 0 to 1000 percent")
+    return v / 100
 
 
 def bind_custom_ops(args: argparse.Namespace) -> None:
@@ -103,7 +134,8 @@ def compile_from_args(args: argparse.Namespace, model: Path, say=None, on_choice
     try:  # flags that cannot go together fail before any work, as a usage error
         CompileOptions(args.model_name, args.executor, args.unpacked_api, args.interface_api, args.workspace,
                        args.memory_planner, args.rounding, target, tuple(args.memory_pools),
-                       args.constants_section or "", params=getattr(args, "params", "embedded")).validate()
+                       args.constants_section or "", params=getattr(args, "params", "embedded"),
+                       **_memory_kwargs(args)).validate()
     except CompileError as exc:
         raise UsageError(str(exc)) from exc
     if not model.is_file():
@@ -137,7 +169,7 @@ def compile_from_args(args: argparse.Namespace, model: Path, say=None, on_choice
                              progress=None if quiet else say, dump_ir=None if quiet else dump_ir, target=target,
                              schedules=schedules, memory_pools=tuple(args.memory_pools),
                              constants_section=args.constants_section or "",
-                             params=getattr(args, "params", "embedded"))
+                             params=getattr(args, "params", "embedded"), **_memory_kwargs(args))
 
     compiled = build(None)  # the default build: with a tuning log, the baseline of its budgets
     if log is not None:
@@ -145,6 +177,14 @@ def compile_from_args(args: argparse.Namespace, model: Path, say=None, on_choice
     compiled.source_model_name = model.name
     compiled.source_model_bytes = model.read_bytes()
     return compiled
+
+
+def _memory_kwargs(args: argparse.Namespace) -> dict:
+    """--memory-limit / --patch-overhead as compile() arguments (absent flags: compile's defaults)."""
+    out: dict = {"memory_limit": getattr(args, "memory_limit", None)}
+    if getattr(args, "patch_overhead", None) is not None:
+        out["patch_overhead"] = args.patch_overhead
+    return out
 
 
 def _apply_tuning_log(args: argparse.Namespace, log, default, build, target: str, say,  # noqa: ANN001, ANN202

@@ -464,10 +464,10 @@ def _in_constants_section(decls: str) -> str:
 
 def _pointer_expr(lowered: Lowered, tensor: str, iface: ModelInterface, ws: _Workspace) -> str:
     kind, where = lowered.plan.locations[tensor]
-    if kind == "input":
-        return iface.inputs[where].param
-    if kind == "output":
-        return iface.outputs[where].param
+    view = lowered.plan.views.get(tensor, 0)  # rows of a model input/output (a patch stage's view)
+    if kind in ("input", "output"):
+        base = (iface.inputs if kind == "input" else iface.outputs)[where].param
+        return f"((uint8_t*){base} + {view})" if view else base
     return ws.at(where)
 
 

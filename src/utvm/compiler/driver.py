@@ -17,11 +17,12 @@ from typing import Any
 
 import utvm
 from utvm import custom_ops, limits
-from utvm.compiler import codegen, memory
+from utvm.compiler import codegen, memory, patch
 from utvm.compiler import params as param_blob
+from utvm.compiler.fit import lower_within
 from utvm.compiler.header import ModelInterface, header_source, model_hash, model_interface, version_parts
 from utvm.compiler.kernels import custom as custom_kernel
-from utvm.compiler.lower import Lowered, MemoryPlan, lower
+from utvm.compiler.lower import Lowered, MemoryPlan
 from utvm.compiler.params import ParamsLayout
 from utvm.compiler.schedule import Schedule
 from utvm.errors import CompileError
@@ -57,6 +58,10 @@ class CompileOptions:
     #: --params: the weights as const arrays in the code ("embedded") or in a blob read through the
     #: TVMContext ("external"; utvm.compiler.params)
     params: str = "embedded"
+    #: --memory-limit: None (the layer-by-layer build), a workspace limit in bytes, or "min" (the smallest
+    #: peak); --patch-overhead: the extra work row patches may add, over the model's MACs (utvm.compiler.patch)
+    memory_limit: int | str | None = None
+    patch_overhead: float = patch.DEFAULT_OVERHEAD
 
     def validate(self) -> None:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.model_name):
@@ -83,6 +88,11 @@ class CompileOptions:
             raise CompileError(f"target {self.target!r}: choose one of {', '.join(TARGETS)}")
         if self.params not in PARAMS:
             raise CompileError(f"params {self.params!r}: choose one of {', '.join(PARAMS)}")
+        if self.memory_limit is not None and self.memory_limit != "min" and (
+                type(self.memory_limit) is not int or self.memory_limit < 1):
+            raise CompileError(f"memory limit {self.memory_limit!r}: a number of bytes >= 1, or 'min'")
+        if not isinstance(self.patch_overhead, (int, float)) or not 0 <= self.patch_overhead <= 10:
+            raise CompileError(f"patch overhead {self.patch_overhead!r}: a fraction of the model's MACs from 0 to 10")
         memory.check_pools(self.memory_pools)
         if self.constants_section:
             try:
@@ -228,18 +238,33 @@ class CompiledModel:
             (inc / name).write_text(text)
         return files, inc
 
+    def _memory_summary(self) -> list[str]:
+        """The planner's three figures (metadata.json's memory.layer_by_layer_bound_bytes, peak_bytes, extra_macs)
+        when the build has them."""
+        mem = self.metadata.get("modules", {}).get(self.model_name, {}).get("memory", {})
+        if "peak_bytes" not in mem:
+            return []
+        aware = mem.get("memory_aware", {})
+        n = len(aware.get("stages", []))
+        how = (f"{n} row-patch stage{'' if n == 1 else 's'}, {len(aware.get('inplace_nodes', []))} in-place "
+               f"depthwise" if aware.get("stages") or aware.get("inplace_nodes") else "layer by layer")
+        return [f"memory plan: peak {mem['peak_bytes']} bytes, layer-by-layer bound "
+                f"{mem['layer_by_layer_bound_bytes']} bytes, extra MACs {mem['extra_macs']} ({how})"]
+
     def summary(self) -> str:
         p = self.plan
         n_in = self.pass_log[0][1] if self.pass_log else len(self.source_graph.nodes)
         lines = [
             f"model {self.model_name}: {n_in} ops imported -> {len(self.operators)} operator functions "
-            f"({n_in - len(self.graph.nodes)} fused or folded away, {p.aliases} reshape aliases, "
+            f"({n_in - (self.pass_log[-1][1] if self.pass_log else len(self.graph.nodes))} fused or folded away, "
+            f"{p.aliases} reshape aliases, "
             f"{p.inplace} in place)",
             f"convention: {self.options.convention} (executor {self.options.executor}, "
             f"{'unpacked' if self.options.unpacked_api else 'packed'} API, interface {self.options.interface_api}, "
             f"workspace {self.options.workspace}, rounding {self.options.rounding}, target {self.options.target})",
             f"workspace: {p.workspace_bytes} bytes, lower bound {p.lower_bound_bytes} bytes "
             f"({p.algorithm}{', optimal' if p.optimal else ''}; without reuse {p.no_reuse_bytes} bytes)",
+            *self._memory_summary(),
             *([("memory pools: " + ", ".join(
                 f"{u.spec.name} {u.used}/{u.spec.size} bytes ({len(u.ids)} buffers"
                 + (f", section {u.spec.section})" if u.spec.section else ")") for u in p.pools))] if p.pools else []),
@@ -306,16 +331,19 @@ def compile(  # noqa: A001 - the public name the docs use (docs/architecture.md 
     memory_pools: tuple[memory.PoolSpec, ...] = (),
     constants_section: str = "",
     params: str = "embedded",
+    memory_limit: int | str | None = None,
+    patch_overhead: float = patch.DEFAULT_OVERHEAD,
 ) -> CompiledModel:
     """Compile `graph` to C for the AOT executor (docs/architecture.md §6-8) on `target` (utvm.target; the portable
     `host` by default). `schedules` maps tuning task keys to schedules (utvm.tune.log.best_schedules of a
     tuning log); kernels of other tasks use their default point. `task_counts` (task key -> nodes) makes
     a kernel choose as if the graph had that many nodes of the task (the tuner compiles one node of a task
-    the model holds n of); `params`: the weights embedded in the code or in an external blob
-    (utvm.compiler.params)."""
+    the model holds n of). `memory_limit` (bytes, or "min") and `patch_overhead` choose a memory-aware plan
+    below the layer-by-layer bound (utvm.compiler.patch: row-patch stages, in-place depthwise)."""
     target = get_target(target)
     opts = CompileOptions(model_name, executor, unpacked_api, interface_api, workspace, memory_planner, rounding,
-                          target.name, tuple(memory_pools), constants_section, params)
+                          target.name, tuple(memory_pools), constants_section, params, memory_limit,
+                          float(patch_overhead))
     opts.validate()
     source = graph
     if passes:
@@ -325,15 +353,24 @@ def compile(  # noqa: A001 - the public name the docs use (docs/architecture.md 
         limits.check_graph(graph, error=CompileError)  # what the validate pass checks, for this path too
     if progress:
         progress("lowering")
-    lowered = lower(graph, model_name, rounding, memory_planner, progress, target, schedules, task_counts,
-                    opts.memory_pools)
+
+    def lower_fit(g: Graph, peak_limit: int | None, **kw: Any) -> Lowered:
+        return lower_within(g, model_name, rounding, memory_planner, progress, target, schedules, task_counts,
+                            opts.memory_pools, peak_limit=peak_limit, **kw)
+
+    choice = patch.choose(graph, lower_fit, memory_limit, opts.patch_overhead, share=params == "embedded",
+                          progress=progress)
+    lowered = choice.lowered
     if lowered.plan.workspace_bytes > limits.MAX_TENSOR_BYTES:
         raise CompileError(f"the workspace pool needs {lowered.plan.workspace_bytes:,} bytes, over the "
                            f"{limits.MAX_TENSOR_BYTES:,} the generated C can address (utvm.limits)")
     if progress:
         p = lowered.plan
         progress(f"memory plan ({memory_planner}): {p.workspace_bytes} bytes, lower bound {p.lower_bound_bytes}")
-    return _emit(source, lowered, opts, log)
+        progress(choice.summary())
+    compiled = _emit(source, lowered, opts, log)
+    compiled.metadata["modules"][model_name]["memory"].update(choice.report())
+    return compiled
 
 
 def _emit(source: Graph, lowered: Lowered, opts: CompileOptions, log: list[tuple[str, int]]) -> CompiledModel:
@@ -478,6 +515,8 @@ def build_metadata(opts: CompileOptions, iface: ModelInterface, plan: MemoryPlan
                         **({"memory_pools": [p.to_option() for p in opts.memory_pools]} if opts.memory_pools
                            else {}),
                         **({"constants_section": opts.constants_section} if opts.constants_section else {}),
+                        **({"memory_limit": opts.memory_limit, "patch_overhead": opts.patch_overhead}
+                           if opts.memory_limit is not None else {}),
                         **({"params": opts.params} if opts.params != "embedded" else {}),
                     },
                     **({"operator_context": True} if operator_context else {}),

@@ -15,15 +15,22 @@ A kernel that has choices registers a *space function* beside its emitter (docs/
             legal=lambda p: None if ... else "why not")    # None when the point is legal
 
 Every point of a space computes the same output bits as every other (integer reassociation only); the
-space only changes speed and code size. A *schedule* is a plain dict knob -> value (JSON-serialisable
-values: int, str, bool). The *workload* of a node is what makes two nodes one tuning task: op, shapes,
-dtypes, attributes, the quantization class and the target; `task_key(workload)` is its stable string
-(the same on every machine and run).
+space only changes speed, code size and the scratch buffer the kernel asks for. A *schedule* is a plain dict
+knob -> value (JSON-serialisable values: int, str, bool). The *workload* of a node is what makes two nodes
+one tuning task: op, shapes, dtypes, attributes, the quantization class and the target; `task_key(workload)`
+is its stable string (the same on every machine and run).
+
+A space tells, without emitting any C, the scratch bytes of a point (`Space.scratch`, equal to the
+`KernelCode.scratch_bytes` the kernel returns for it) and an estimate of its instructions (`Space.cost`, a
+static model for ranking points that trade speed for scratch; None when the kernel has none);
+`memory_knobs` names the knobs that change the scratch, and `Space.leaner` lists the points that differ from
+a point in those knobs only (what utvm.compiler.fit chooses among when a model's workspace must shrink).
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -53,6 +60,19 @@ def _always_legal(_point: Schedule) -> str | None:
     return None
 
 
+def _no_scratch(_point: Schedule) -> int:
+    return 0
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """A point of a space with its scratch bytes and estimated cost (`Space.leaner`)."""
+
+    point: Schedule
+    scratch: int
+    cost: float
+
+
 @dataclass(frozen=True)
 class Space:
     """The knobs of one kernel for one workload, their default point and a legality test.
@@ -75,6 +95,13 @@ class Space:
     #: knobs added since points were first written -> the value that gives the code those points had
     #: (a constant that became a knob); `normalize` fills them into a point that lacks them
     added: Mapping[str, Any] = field(default_factory=dict)
+    #: bytes of scratch a legal point asks for (exactly the kernel's KernelCode.scratch_bytes), without emitting
+    scratch: Callable[[Schedule], int] = _no_scratch
+    #: estimated instructions of one call of a legal point (a static model: only its ranking of points is
+    #: meant); None when the kernel has no model
+    cost: Callable[[Schedule], float] | None = None
+    #: the knobs (the selector included, for a conditional space) whose values change the scratch
+    memory_knobs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         names = [k.name for k in self.knobs]
@@ -89,6 +116,9 @@ class Space:
                 unknown = sorted(set(members) - set(names[1:]))
                 if unknown:
                     raise CompileError(f"branch {selector.name}={value!r} names unknown knobs {unknown}")
+        unknown_memory = sorted(set(self.memory_knobs) - set(names))
+        if unknown_memory:
+            raise CompileError(f"memory knobs {unknown_memory} are not knobs of the space")
         reason = self.check(self.default)
         if reason:
             raise CompileError(f"the default schedule {self.default} is not legal: {reason}")
@@ -96,7 +126,9 @@ class Space:
     @staticmethod
     def conditional(selector: Knob, branches: Mapping[Any, Sequence[Knob]], shared: Sequence[Knob] = (),
                     default: Schedule | None = None, legal: Callable[[Schedule], str | None] = _always_legal,
-                    legacy: Mapping[str, str] | None = None, added: Mapping[str, Any] | None = None) -> Space:
+                    legacy: Mapping[str, str] | None = None, added: Mapping[str, Any] | None = None,
+                    scratch: Callable[[Schedule], int] = _no_scratch,
+                    cost: Callable[[Schedule], float] | None = None, memory_knobs: Sequence[str] = ()) -> Space:
         """A space whose `selector` (e.g. `algo`) chooses a sub-space: `branches[value]` are the knobs that
         exist for that value, `shared` the knobs every branch has (listed first after the selector). A knob
         object may appear in several branches (one definition, e.g. `requant`)."""
@@ -110,7 +142,7 @@ class Space:
         shared_names = tuple(k.name for k in shared)
         return Space(tuple(knobs), dict(default or {}), legal,
                      {v: shared_names + tuple(k.name for k in branches[v]) for v in selector.values},
-                     dict(legacy or {}), dict(added or {}))
+                     dict(legacy or {}), dict(added or {}), scratch, cost, tuple(memory_knobs))
 
     def _branch(self, value: Any) -> tuple[Knob, ...]:
         """The knobs besides the selector that the selector's `value` has (none for a value it lacks)."""
@@ -191,6 +223,45 @@ class Space:
             if point[k.name] not in k.values or type(point[k.name]) is not type(k.values[0]):
                 return f"knob {k.name!r} = {point[k.name]!r} is not one of {list(k.values)}"
         return self.legal(dict(point))
+
+    def leaner(self, point: Mapping[str, Any]) -> list[Option]:
+        """The legal points that differ from `point` in the memory knobs (`memory_knobs`) only, with their
+        scratch and estimated cost (0 without a cost model), `point` itself included when legal; fastest first,
+        then least scratch, then nearest the default. A knob outside the memory knobs keeps `point`'s value;
+        in another branch (the selector is a memory knob) a knob `point` does not name takes the default's
+        value, else the value `added` gives, else its first; a combination that is illegal so takes the
+        default's values for every knob it can (e.g. the registers of an asm form). Empty for a space without
+        memory knobs."""
+        if not self.memory_knobs:
+            return []
+        base = self.normalize(point)
+        memory = set(self.memory_knobs)
+        prefer = {**self.added, **self.default}
+        out: dict[str, tuple[tuple[float, int, int], Option]] = {}
+        for value, knobs in self._sub_spaces():
+            if value is not None and self.knobs[0].name not in memory and value != base.get(self.knobs[0].name):
+                continue
+            head = {} if value is None else {self.knobs[0].name: value}
+            varying = [k for k in knobs if k.name in memory]
+            fixed = [k for k in knobs if k.name not in memory]
+            for combo in itertools.product(*(k.values for k in varying)):
+                mem = dict(zip((k.name for k in varying), combo, strict=True))
+                for source in (base, prefer):
+                    p = {**head, **{k.name: source.get(k.name, prefer.get(k.name, k.values[0])) for k in fixed},
+                         **mem}
+                    p = {**head, **{k.name: p[k.name] for k in knobs}}
+                    if self.check(p) is None:
+                        break
+                else:
+                    continue
+                key = json.dumps(p, sort_keys=True)
+                if key in out:
+                    continue
+                cost = float(self.cost(p)) if self.cost is not None else 0.0
+                near = sum(prefer.get(k) != v for k, v in p.items())
+                opt = Option(p, int(self.scratch(p)), cost)
+                out[key] = ((cost, opt.scratch, near), opt)
+        return [o for _k, o in sorted(out.values(), key=lambda t: t[0])]
 
     def features(self, point: Mapping[str, Any]) -> list[float]:
         """Numbers describing a point (one per knob value: one-hot for strings and bools, the value for

@@ -22,6 +22,17 @@ natural-order columns.
 The Helium (MVE) GEMM is utvm.compiler.kernels._gemm_mve (`algo = mve`); it shares `px_block` and `oc_block`
 (whose 8 exists on MVE vocabularies only and is refused here).
 
+`widen` (`copy` | `inline`): the columns above live in scratch (2 * kp * px_block bytes); where each output
+pixel's k reduction values lie contiguous in the input (dense, and a 1x1 window that never reaches the padding:
+`inline_applies`), `inline` reads them where they are instead, widening each word of 4 input bytes in the
+register block (SXTAB16 and SXTAB16-ror-8 with the offset: the column's lane order, so the weights are the
+same) -- no scratch at all, the widening repeated for every block of channels. It is the faster form when the
+layer has few blocks of channels (micro_speech's 4000 -> 4 dense: one block, and no copy), the slower when many
+blocks share one column. A last group of fewer than 4 values (k % 4) is read byte by byte into a word whose
+missing lanes meet zero weights. A last block of fewer than `px_block` pixels starts `px_block - m % px_block`
+pixels earlier instead (those pixels are computed twice and stored twice with the same bytes), so neither form
+needs a spill row (docs/kernels.md §12).
+
 Knobs (all bit-exact; `gemm_knobs`): `px_block` (pixels per block), `oc_block` (channels per block),
 `unroll` (4-value groups per loop iteration; `k_unroll` before), `w_fmt` (i8 | i16; i16 with SIMD only),
 `requant` (c | fast; "dbl" is refused: the GEMM has no doubled-accumulator form), `no_sched` (GCC's
@@ -74,8 +85,13 @@ def pad4(k: int) -> int:
 
 # --- the space ------------------------------------------------------------------------------------------------
 
-def gemm_knobs(v: PortableC, kq: int) -> tuple[Knob, ...]:
-    """The GEMM's knobs for a reduction of `kq` groups of 4 with vocabulary `v`."""
+#: `widen`: the column of a block's pixels copied into scratch, or each word widened where it lies
+WIDEN = ("copy", "inline")
+
+
+def gemm_knobs(v: PortableC, kq: int, inline: bool = False) -> tuple[Knob, ...]:
+    """The GEMM's knobs for a reduction of `kq` groups of 4 with vocabulary `v`; `inline`: the layer's pixels
+    read their reduction values where they lie (`inline_applies`), so `widen` has both values."""
     unrolls = tuple(u for u in (1, 2, 4, 8) if u <= max(kq, 1))
     return (
         Knob("px_block", (1, 2, 4), "output pixels per register block"),
@@ -90,11 +106,38 @@ def gemm_knobs(v: PortableC, kq: int) -> tuple[Knob, ...]:
              "back-to-back run; asm_run: every load of a group in one run)"),
         Knob("share", (False, True), "one GEMM function per file for every layer of this workload and schedule "
              "(code size) or one per layer"),
+        Knob("widen", WIDEN if inline else WIDEN[:1], "the inputs of a block widened once into columns in scratch "
+             "(im2col) or word by word in the register block where they lie (no scratch)"),
     )
 
 
-def gemm_legal(p: Schedule, max_px: int, stage: OutputStage, v: PortableC) -> str | None:
-    """Why a GEMM point is not legal here (None when it is)."""
+#: the knobs of the GEMM branch whose values change its scratch (Space.memory_knobs)
+GEMM_MEMORY_KNOBS = ("algo", "px_block", "widen")
+
+
+def inline_applies(win: Window, oh: int, ow: int) -> bool:
+    """Whether `widen = inline` applies: each output pixel's k reduction values are contiguous in the input (a
+    1x1 window that never reaches the padding; dense is the 1x1 window over a row)."""
+    return win.kh == 1 and win.kw == 1 and all(win.always_inside(oh, ow))
+
+
+def pixel_stride(win: Window, oh: int, ow: int) -> int | None:
+    """Bytes between the inputs of consecutive output pixels of an inline layer (`inline_applies`) when that is
+    one constant over the whole output (one row, one column, or rows that follow each other in the input), else
+    None (each pixel of a block then keeps its own pointer)."""
+    if oh == 1 or ow == 1 or win.sh * win.w == ow * win.sw:
+        return (win.sw if oh == 1 or ow > 1 else win.sh * win.w) * win.c
+    return None
+
+
+def gemm_scratch(p: Schedule, kp: int) -> int:
+    """Bytes of scratch a GEMM point asks for: the interleaved int16 columns of a block (`copy`), none (`inline`)."""
+    return 0 if p.get("widen", "copy") == "inline" else 2 * kp * p["px_block"]
+
+
+def gemm_legal(p: Schedule, max_px: int, stage: OutputStage, v: PortableC, stride: int | None = 0) -> str | None:
+    """Why a GEMM point is not legal here (None when it is); `stride`: the layer's `pixel_stride` (None: a
+    pointer per pixel of an inline block)."""
     if p["oc_block"] > 4:
         return f"oc_block {p['oc_block']}: the SMLAD GEMM takes blocks of up to 4 channels"
     if p["px_block"] * p["oc_block"] > MAX_ACCUMULATORS:
@@ -102,7 +145,8 @@ def gemm_legal(p: Schedule, max_px: int, stage: OutputStage, v: PortableC) -> st
     if p["px_block"] > max(max_px, 1):
         return f"px_block {p['px_block']} > the {max_px} output pixels"
     if p["ext"] in ASM_FORMS[1:]:
-        need = asm_registers(p["px_block"], p["oc_block"], p["ext"], p["w_fmt"])
+        ptrs = 0 if p.get("widen", "copy") == "copy" else (1 if stride is not None else p["px_block"])
+        need = asm_registers(p["px_block"], p["oc_block"], p["ext"], p["w_fmt"], ptrs)
         if need > MAX_ASM_REGISTERS:
             return f"ext {p['ext']}: the asm block needs {need} registers (at most {MAX_ASM_REGISTERS})"
     if p["requant"] == "dbl":
@@ -114,14 +158,51 @@ def gemm_legal(p: Schedule, max_px: int, stage: OutputStage, v: PortableC) -> st
     return None
 
 
-def gemm_default(v: PortableC, kq: int, n: int, max_px: int, stage: OutputStage) -> Schedule:
-    """The heuristic point: 2x2 blocks (4 for few pixels, like dense: 1 x 4), two groups per iteration."""
+def gemm_default(v: PortableC, kq: int, n: int, max_px: int, stage: OutputStage,
+                 shape: GemmShape | None = None) -> Schedule:
+    """The heuristic point: 2x2 blocks (4 for few pixels, like dense: 1 x 4), two groups per iteration; the
+    inputs widened where they lie (`widen = inline`) when the layer allows it (`shape`) and the cost model says
+    it is no slower than copying them (few blocks of channels), else copied."""
     px = 2 if max_px >= 2 else 1
     oc = 2 if px == 2 else (4 if n >= 4 else (2 if n >= 2 else 1))
     fast = stage.form_reason("fast", v.target) is None
-    return {"px_block": px, "oc_block": oc, "unroll": 2 if kq >= 2 else 1, "w_fmt": "i8",
-            "requant": "fast" if fast else "c", "no_sched": v.simd16, "ext": "asm" if v.simd16 else "c",
-            "share": False}
+    point: Schedule = {"px_block": px, "oc_block": oc, "unroll": 2 if kq >= 2 else 1, "w_fmt": "i8",
+                       "requant": "fast" if fast else "c", "no_sched": v.simd16, "ext": "asm" if v.simd16 else "c",
+                       "share": False, "widen": "copy"}
+    if shape is not None and inline_applies(shape.win, shape.oh, shape.ow):
+        inline = {**point, "widen": "inline"}
+        stride = pixel_stride(shape.win, shape.oh, shape.ow)
+        if (gemm_legal(inline, shape.m, stage, v, stride) is None
+                and gemm_cost(v, shape, inline, stride) <= gemm_cost(v, shape, point, stride)):
+            point = inline
+    return point
+
+
+def gemm_cost(v: PortableC, shape: GemmShape, p: Schedule, stride: int | None = 0) -> float:
+    """Estimated instructions of one call of GEMM point `p` (a static model for ranking points that trade speed
+    for scratch, fit.lower_within; the tuner measures): per group of 4 reduction values and block, the loads
+    and unpacking of the x pairs and the weights and the multiply-accumulates; the im2col copy; the loop; the
+    requantization and store of each output."""
+    win, n, m = shape.win, shape.n, shape.m
+    px, ob, u = p["px_block"], p["oc_block"], max(1, p["unroll"])
+    kq = shape.kp // 4
+    inline = p.get("widen", "copy") == "inline"
+    px_blocks = (m + px - 1) // px
+    oc_blocks = (n + ob - 1) // ob
+    if v.simd16:
+        asm = p["ext"] in ASM_FORMS[1:]
+        x = 3 * px if inline else (px if asm and p["ext"] != "asm_ldr" else 2 * px)
+        w = ob * 3 if p["w_fmt"] == "i8" else ob * (1 if asm and p["ext"] == "asm" else 2)
+        per_group = x + w + 2 * px * ob
+    else:
+        per_group = 4 * (px + ob + px * ob + (px if inline else 0))
+    per_block = kq * per_group + 3 * ((kq + u - 1) // u) + 2 * ob + (px if inline and stride is None else 0)
+    copy = 0.0
+    if not inline:
+        word = v.simd16 and (win.c % 4 == 0 or (win.dw == 1 and (win.kw * win.c) % 4 == 0))
+        copy = m * (kq * 5 if word else win.k * 4 + 4 * win.kh * win.kw)
+    epilogue = 8 * m * n
+    return float(shape.batch * (px_blocks * oc_blocks * per_block + copy + epilogue + 6 * px_blocks))
 
 
 # --- weights --------------------------------------------------------------------------------------------------
@@ -256,15 +337,18 @@ def im2col(win: Window, oh: int, ow: int, v: PortableC, src: str, col: str, gs: 
 
 # --- the GEMM block -------------------------------------------------------------------------------------------
 
-def asm_registers(px: int, ob: int, ext: str = "asm", w_fmt: str = "i8") -> int:
+def asm_registers(px: int, ob: int, ext: str = "asm", w_fmt: str = "i8", inline_ptrs: int = 0) -> int:
     """Registers the asm form `ext` of a px x ob block holds at once: accumulators, the pixels' x pairs, the
     two pointers and the weights: two temporaries (`asm`, `asm_ldr`), or every channel's word plus one
-    temporary for its odd half (`asm_run`, int8 weights) or every channel's two words (`asm_run`, int16)."""
+    temporary for its odd half (`asm_run`, int8 weights) or every channel's two words (`asm_run`, int16).
+    `widen = inline` (`inline_ptrs` pointers into the input: 1, or one per pixel) adds the doubled input
+    offset and the pointers beyond the first."""
     if ext == "asm_run":
         weights = ob + 1 if w_fmt == "i8" else 2 * ob
     else:
         weights = 2
-    return px * ob + 2 * px + weights + 2
+    extra = 1 + inline_ptrs - 1 if inline_ptrs else 0
+    return px * ob + 2 * px + weights + 2 + extra
 
 
 @dataclass(frozen=True)
@@ -310,7 +394,9 @@ class GemmBlock:
     every output channel, `oc_block` at a time. SIMD weights are packed by `pack_weights` in blocks of
     `oc_block` channels, group-major inside a block, so one pointer walks the whole table in order. `init`
     gives the C expression of an output channel's initial accumulator; zp, lo and hi are numbers or C
-    expressions (a shared GEMM's parameters); `ssat`: the store saturates with SSAT first."""
+    expressions (a shared GEMM's parameters); `ssat`: the store saturates with SSAT first. With `inline`
+    (`widen = inline`) there are no columns: pixel j's k reduction values start at `xp<j>` (const int8_t*), or at
+    `xp0 + j * stride` when `stride` is not None, and each word is widened in the block."""
 
     v: PortableC
     n: int  # output channels
@@ -325,6 +411,9 @@ class GemmBlock:
     w_fmt: str
     unroll: int
     ext: str  # SIMD: "acle" (intrinsics) or "asm" (one asm block per group)
+    inline: bool = False
+    k: int = 0  # the reduction length (inline: a last group of k % 4 values is read byte by byte)
+    stride: int | None = 0  # inline: bytes between the inputs of a block's pixels (None: a pointer per pixel)
 
     @property
     def wpg(self) -> int:
@@ -342,12 +431,19 @@ class GemmBlock:
             parts.append(block("", [f"const int32_t oc = {main};", self._channels(px, rest, col, ys)]))
         return lines(parts)
 
-    def _simd_group(self, g: int, px: int, ob: int, accs: list[list[str]]) -> str:
+    def _x_at(self, g: int, j: int) -> tuple[str, int]:
+        """Inline: (pointer, byte offset) of group g of pixel j, from the block's pointers (`xq` or `xq<j>`)."""
+        if self.stride is None:
+            return f"xq{j}", 4 * g
+        return "xq", 4 * g + j * self.stride
+
+    def _simd_group(self, g: int, px: int, ob: int, accs: list[list[str]], part: int = 4) -> str:
+        """Group g of a SIMD block; `part` < 4: an inline last group of that many values."""
         v, wpg = self.v, self.wpg
         xo = [g * 2 * px + 2 * j for j in range(px)]  # word offsets of pixel j's pair
         wo = [g * ob * wpg + i * wpg for i in range(ob)]
-        if self.ext in ASM_FORMS[1:]:
-            return self._asm_group(xo, wo, px, ob, accs)
+        if self.ext in ASM_FORMS[1:] and part == 4:
+            return self._asm_group(g, xo, wo, px, ob, accs)
         out = []
         for i in range(ob):
             if self.w_fmt == "i8":
@@ -356,19 +452,36 @@ class GemmBlock:
             else:
                 out += [f"const uint32_t wa{i} = wq[{wo[i]}];", f"const uint32_t wb{i} = wq[{wo[i] + 1}];"]
         for j in range(px):
-            out += [f"const uint32_t xa{j} = xq[{xo[j]}].w;", f"const uint32_t xb{j} = xq[{xo[j] + 1}].w;"]
+            if self.inline:  # a word of 4 input bytes widened here: the column's lane order, the offset added
+                ptr, off = self._x_at(g, j)
+                out += [f"uint32_t v{j};" if part == 4 else f"uint32_t v{j} = 0u;",
+                        f"memcpy(&v{j}, {ptr} + {off}, {part});",
+                        f"const uint32_t xa{j} = {v.sxtab16('input_offset2', f'v{j}')};",
+                        f"const uint32_t xb{j} = {v.sxtab16_odd('input_offset2', f'v{j}')};"]
+            else:
+                out += [f"const uint32_t xa{j} = xq[{xo[j]}].w;", f"const uint32_t xb{j} = xq[{xo[j] + 1}].w;"]
         for i in range(ob):
             for j in range(px):
                 a = accs[i][j]
                 out += [f"{a} = {v.smlad(f'wa{i}', f'xa{j}', a)};", f"{a} = {v.smlad(f'wb{i}', f'xb{j}', a)};"]
         return block("", out)
 
-    def _asm_group(self, xo: list[int], wo: list[int], px: int, ob: int, accs: list[list[str]]) -> str:
+    def _asm_group(self, g: int, xo: list[int], wo: list[int], px: int, ob: int, accs: list[list[str]]) -> str:
         """One group as one asm block in the form `self.ext` (module docstring); `xo`/`wo`: the word offsets
-        of each pixel's x pair and each channel's weights."""
+        of each pixel's x pair and each channel's weights. Inline: each pixel's word is loaded and widened
+        (SXTAB16 ror 8 into its odd pair, SXTAB16 over the word itself) before the weights."""
         v, i8 = self.v, self.w_fmt == "i8"
         xs = [f"x{h}{j}" for j in range(px) for h in "ab"]
-        if self.ext == "asm":
+        x_ptrs = ["xq"]
+        if self.inline:
+            loads = []
+            for j in range(px):
+                ptr, off = self._x_at(g, j)
+                loads += [v.asm_ldr(f"xa{j}", ptr, off), v.asm_sxtab16(f"xb{j}", "off2", f"xa{j}", odd=True),
+                          v.asm_sxtab16(f"xa{j}", "off2", f"xa{j}")]
+            if self.stride is None:
+                x_ptrs = [f"xq{j}" for j in range(px)]
+        elif self.ext == "asm":
             loads = [v.asm_ldrd(f"xa{j}", f"xb{j}", "xq", 4 * xo[j]) for j in range(px)]
         else:
             loads = [v.asm_ldr(f"x{h}{j}", "xq", 4 * (xo[j] + (h == "b"))) for j in range(px) for h in "ab"]
@@ -404,16 +517,24 @@ class GemmBlock:
                 + [f'[{x}] "=&r"({x})' for x in xs])
         text = "\n".join(f'"{x}\\n\\t"' for x in ins[:-1]) + f'\n"{ins[-1]}"'
         decl = f"uint32_t {', '.join(temps + xs)};"
+        ins_ = ", ".join(['[wq] "r"(wq)', *(f'[{q}] "r"({q})' for q in x_ptrs)]
+                         + (['[off2] "r"(input_offset2)'] if self.inline else []))
+        what = "the input" if self.inline else "the column: never moved across its stores"
         return block("", [decl, "__asm__ __volatile__(" + indent(text, 4).lstrip(),
-                          "        : " + ", ".join(outs), '        : [wq] "r"(wq), [xq] "r"(xq)',
-                          '        : "memory");  /* reads the column: never moved across its stores */'])
+                          "        : " + ", ".join(outs), f"        : {ins_}",
+                          f'        : "memory");  /* reads {what} */'])
 
-    def _portable_group(self, g: int, px: int, ob: int, accs: list[list[str]]) -> str:
+    def _portable_group(self, g: int, px: int, ob: int, accs: list[list[str]], part: int = 4) -> str:
         out = []
-        for t in range(4):
+        for t in range(part):  # (an inline last group: its values past k meet zero weights, so are skipped)
             k = 4 * g + t
             out += [f"const int32_t w{i}_{t} = wq[{i * self.kp + k}];" for i in range(ob)]
-            out += [f"const int32_t x{j}_{t} = xq[{j * self.kp + k}];" for j in range(px)]
+            if self.inline:
+                for j in range(px):
+                    ptr, off = self._x_at(g, j)
+                    out.append(f"const int32_t x{j}_{t} = (int32_t){ptr}[{off + t}] + input_offset;")
+            else:
+                out += [f"const int32_t x{j}_{t} = xq[{j * self.kp + k}];" for j in range(px)]
             out += [f"{accs[i][j]} += w{i}_{t} * x{j}_{t};" for i in range(ob) for j in range(px)]
         return block("", out)
 
@@ -421,33 +542,44 @@ class GemmBlock:
         """One block of ob channels (from `oc`) x px pixels; pixel j's output row (n int8) starts at `ys[j]`."""
         simd = self.v.simd16
         kq = self.kp // 4
-        u = min(self.unroll, kq)
+        part = 0  # inline: the values of a last partial group
+        if self.inline and self.k % 4:
+            kq, part = self.k // 4, self.k % 4
+        u = max(1, min(self.unroll, kq))
         main, rest = kq // u, kq % u
         accs = [[f"a{i}{j}" for j in range(px)] for i in range(ob)]
         out = []
         for i in range(ob):
             out.append(f"int32_t {accs[i][0]} = {self.init(f'oc + {i}')};")
             out += [f"int32_t {accs[i][j]} = {accs[i][0]};" for j in range(1, px)]
+        if self.inline:
+            ptrs = ["xq"] if self.stride is not None else [f"xq{j}" for j in range(px)]
+            out += [f"const int8_t* {q} = xp{q[2:] or '0'};" for q in ptrs]
+            x_step = [f"{q} += {4 * u};" for q in ptrs]
+        else:
+            ptrs = ["xq"]
+            out.append(f"const {self.v.pair_type()}* xq = {col};" if simd else f"const int16_t* xq = {col};")
+            x_step = [f"xq += {u * 2 * px if simd else 4 * u};"]
+        tail = rest + (1 if part else 0)
         if simd:
-            out.append(f"const {self.v.pair_type()}* xq = {col};")
             group = self._simd_group
-            step = [f"wq += {u * ob * self.wpg};", f"xq += {u * 2 * px};"]
-            tail_step = f"wq += {rest * ob * self.wpg};" if rest else ""
+            step = [f"wq += {u * ob * self.wpg};", *x_step]
+            tail_step = f"wq += {tail * ob * self.wpg};" if tail else ""
         else:
             out.append(f"const int8_t* wq = {self.w_table} + (oc) * {self.kp};")
-            out.append(f"const int16_t* xq = {col};")
             group = self._portable_group
-            step = [f"wq += {4 * u};", f"xq += {4 * u};"]
+            step = [f"wq += {4 * u};", *x_step]
             tail_step = ""
-        body = [group(g, px, ob, accs) for g in range(u)]
+        body = [group(g, px, ob, accs) for g in range(u)] if main else []
         if main == 1:
             out += body + step
         elif main > 1:
             out.append(block(f"for (int32_t q = {main}; q > 0; --q)", body + step))
         out += [group(g, px, ob, accs) for g in range(rest)]
+        if part:
+            out.append(group(rest, px, ob, accs, part))
         out.append(tail_step)
-        if not simd or not rest:
-            out.append("(void)xq;")
+        out += [f"(void){q};" for q in ptrs]
         for i in range(ob):
             for j in range(px):
                 a = accs[i][j]
@@ -485,6 +617,10 @@ def gemm_kernel(ctx: KernelContext, s: Schedule, layer: GemmLayer) -> KernelCode
     win, n, kp, m = shape.win, shape.n, shape.kp, shape.m
     share = bool(s.get("share", False))
     px_block, ob = s["px_block"], s["oc_block"]
+    inline = s.get("widen", "copy") == "inline"
+    if inline and not inline_applies(win, shape.oh, shape.ow):
+        raise ctx.error("widen inline: the reduction values of a pixel are not contiguous in the input")
+    stride = pixel_stride(win, shape.oh, shape.ow) if inline else 0
     packed = pack_weights(layer.weights, kp, s["w_fmt"] if simd else None, ob)
     table = words_table(ctx, packed, f"w{s['w_fmt']}") if simd else ctx.table("int8_t", packed, "wpk")
     rq = Requant(ctx, s["requant"], st.rounding, st.multiplier, st.shift, "rq" if share else None,
@@ -501,7 +637,7 @@ def gemm_kernel(ctx: KernelContext, s: Schedule, layer: GemmLayer) -> KernelCode
     else:
         bias, w_ref, zp, lo, hi = layer.bias, table, st.output_zp, st.act_min, st.act_max
     gemm = GemmBlock(v, n, kp, w_ref, lambda oc: f"{bias}[{oc}]" if bias else "0", rq, zp, lo, hi, ssat, s["w_fmt"],
-                     s["unroll"], s["ext"])
+                     s["unroll"], s["ext"], inline, win.k, stride)
     ctx.helper("string")
     pair = ""
     if simd:
@@ -511,39 +647,44 @@ def gemm_kernel(ctx: KernelContext, s: Schedule, layer: GemmLayer) -> KernelCode
     head = [] if share else [f"const int32_t input_offset = {-st.input_zp};  /* -input zero point */"]
     if simd:
         head += ["const uint32_t input_offset2 = ((uint32_t)input_offset & 0xFFFFu) * 0x10001u;"
-                 "  /* in both int16 lanes */",
-                 "(void)input_offset2;", f"{pair}* const colw = ({pair}*)(void*)scratch;"]
-    else:
-        head.append("int16_t* const colh = (int16_t*)(void*)scratch;")
+                 "  /* in both int16 lanes */", "(void)input_offset2;"]
+    if not inline:
+        head.append(f"{pair}* const colw = ({pair}*)(void*)scratch;" if simd else
+                    "int16_t* const colh = (int16_t*)(void*)scratch;")
+    if share:
+        head.append("(void)scratch;")  # (the shared function's parameter; NULL for an inline layer)
     head.append(rq.setup.rstrip("\n"))
     advance = block(f"if (++ox == {shape.ow})", ["ox = 0;", "++oy;"])
 
-    # A last block with fewer pixels than px_block (m % px_block) runs the same code: its missing pixels
-    # repeat the last real one (valid reads) and store into a spill row of the scratch (no tail copy of
-    # the GEMM, which would cost code size).
+    # A last block with fewer pixels than px_block (m % px_block) starts earlier, so that it ends on the last
+    # pixel: its first pixels are computed again and stored again with the same bytes (no tail copy of the
+    # GEMM, which would cost code size, and no spill row).
     ragged = m % px_block != 0
-    if simd:  # the block's columns interleaved group by group
-        col_decl = f"{pair}* const cw = colw + 2 * j;"
-        fill = im2col(win, shape.oh, shape.ow, v, "xb", "cw", 2 * px_block)
-    else:
-        col_decl = f"int16_t* const ch = colh + j * {kp};"
-        fill = im2col(win, shape.oh, shape.ow, v, "xb", "ch", 2)
     origin = [f"const int32_t iy0 = oy * {win.sh} - {win.pt};", f"const int32_t ix0 = ox * {win.sw} - {win.pl};",
               "(void)iy0;", "(void)ix0;"]
-    step = block(f"if (p0 + j + 1 < {m})", advance) if ragged else advance
-    fill_loop = for_loop("j", 0, px_block, [*origin, col_decl, fill, step])
+    if inline and stride is not None:
+        fill_loop = f"const int8_t* const xp0 = xb + p0 * {stride};"
+    elif inline:  # a pointer per pixel of the block
+        fill_loop = lines([block("", [*origin, f"xp{j} = xb + (iy0 * {win.w} + ix0) * {win.c};", advance])
+                           for j in range(px_block)])
+        fill_loop = lines(f"const int8_t {', '.join(f'*xp{j}' for j in range(px_block))};", fill_loop)
+    else:
+        if simd:  # the block's columns interleaved group by group
+            col_decl = f"{pair}* const cw = colw + 2 * j;"
+            fill = im2col(win, shape.oh, shape.ow, v, "xb", "cw", 2 * px_block)
+        else:
+            col_decl = f"int16_t* const ch = colh + j * {kp};"
+            fill = im2col(win, shape.oh, shape.ow, v, "xb", "ch", 2)
+        fill_loop = for_loop("j", 0, px_block, [*origin, col_decl, fill, advance])
     ys = [f"y{j}" for j in range(px_block)]
     rows = [f"int8_t* const y0 = yb + p0 * {n};"]
-    for j in range(1, px_block):
-        real = f"y0 + {j * n}"
-        rows.append(f"int8_t* const y{j} = p0 + {j} < {m} ? {real} : spill;" if ragged else
-                    f"int8_t* const y{j} = {real};")
+    rows += [f"int8_t* const y{j} = y0 + {j * n};" for j in range(1, px_block)]
+    last = m - px_block
+    rewind = block(f"if (p0 > {last})", [f"p0 = {last};  /* the last block ends on the last pixel */",
+                                          f"oy = {last // shape.ow};", f"ox = {last % shape.ow};"]) if ragged else ""
     pixels = block(f"for (int32_t p0 = 0; p0 < {m}; p0 += {px_block})",
-                   [fill_loop, *rows, gemm.all_channels(px_block, ob, "colw" if simd else "colh", ys)])
-    scratch = 2 * kp * px_block
-    if ragged:
-        head.append(f"int8_t* const spill = (int8_t*)(void*)(scratch + {scratch});  /* rows of missing pixels */")
-        scratch += n
+                   [rewind, fill_loop, *rows, gemm.all_channels(px_block, ob, "colw" if simd else "colh", ys)])
+    scratch = gemm_scratch(s, kp)
     xs, ys_ = ("x", "y") if share else (layer.x, layer.y)
     core = lines(head, for_loop("b", 0, shape.batch, [
         f"const int8_t* const xb = {xs} + b * {win.h * win.w * win.c};",
@@ -563,7 +704,8 @@ def gemm_kernel(ctx: KernelContext, s: Schedule, layer: GemmLayer) -> KernelCode
         ctx.file.names.add(name)
         ctx.file.decls.append((f"{attrs} " if attrs else "") + block(f"static int32_t {name}({params})",
                                                                         [*unused, core]))
-    call = (f"return {name}({layer.x}, {layer.y}, scratch, {table}, {layer.bias or 'NULL'}, {', '.join(rq_args)}, "
+    scratch_arg, bias_arg = "scratch" if scratch else "NULL", layer.bias or "NULL"
+    call = (f"return {name}({layer.x}, {layer.y}, {scratch_arg}, {table}, {bias_arg}, {', '.join(rq_args)}, "
             f"{-st.input_zp}, {st.output_zp}, {st.act_min}, {st.act_max});")
     return KernelCode(body=layer.note + call, scratch_bytes=scratch)
 

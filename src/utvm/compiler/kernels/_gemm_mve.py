@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from utvm.compiler.kernels import KernelCode, KernelContext
-from utvm.compiler.kernels._gemm import GemmLayer, Window
+from utvm.compiler.kernels._gemm import GemmLayer, GemmShape, Window
 from utvm.compiler.kernels.cemit import block, for_loop, indent, lines
 from utvm.compiler.kernels.isa import PortableC
 from utvm.compiler.kernels.requant import OutputStage, mve_reason, mve_requant_helper, mve_requant_right_helper
@@ -105,6 +105,23 @@ def mve_legal(p: Schedule, max_px: int, stage: OutputStage) -> str | None:
                 f"more than {MAX_ASM_ACCUMULATORS} even registers beside its pointers)")
     reason = requant_reason(stage)
     return f"MVE requantization: {reason}" if reason else None
+
+
+def mve_scratch(p: Schedule, k: int) -> int:
+    """Bytes of scratch an MVE GEMM point asks for: a block's int8 columns (`cols = copy`), else none."""
+    return p["px_block"] * kp16(k) if p["cols"] == "copy" else 0
+
+
+def mve_cost(shape: GemmShape, p: Schedule) -> float:
+    """Estimated instructions of one call of an MVE GEMM point (a static model for fit.lower_within): per block
+    of 16 reduction values, a vector load per pixel and per channel and a VMLADAVA per pair; the im2col copy;
+    four per output for the vector requantization and store."""
+    px, ob = p["px_block"], p["oc_block"]
+    kq = kp16(shape.win.k) // 16
+    blocks = -(-shape.m // px) * -(-shape.n // ob)
+    per_block = kq * (px + ob + px * ob) + (kq if p["k_loop"] == "c" else 2 * kq // max(1, p["kb_unroll"]))
+    copy = shape.m * (2 * kq + 2 * shape.win.kh * shape.win.kw) if p["cols"] == "copy" else 0
+    return float(shape.batch * (blocks * (per_block + 4 * ob) + copy + 4 * shape.m * shape.n))
 
 
 def mve_default(k: int, max_px: int, inplace_ok: bool, window_ok: bool = False) -> Schedule:

@@ -33,17 +33,30 @@ import numpy as np
 from utvm.compiler.kernels import KernelCode, KernelContext, c_literal, register
 from utvm.compiler.kernels._dot import dot_offsets, dot_run
 from utvm.compiler.kernels._gemm import (
+    GEMM_MEMORY_KNOBS,
     LEGACY,
     GemmLayer,
     GemmShape,
     Window,
+    gemm_cost,
     gemm_default,
     gemm_kernel,
     gemm_knobs,
     gemm_legal,
+    gemm_scratch,
+    inline_applies,
     pad4,
+    pixel_stride,
 )
-from utvm.compiler.kernels._gemm_mve import mve_default, mve_gemm_kernel, mve_knobs, mve_legal, window_cols
+from utvm.compiler.kernels._gemm_mve import (
+    mve_cost,
+    mve_default,
+    mve_gemm_kernel,
+    mve_knobs,
+    mve_legal,
+    mve_scratch,
+    window_cols,
+)
 from utvm.compiler.kernels._window import Axis, origin_stmt, pos, tap_range
 from utvm.compiler.kernels.cemit import INT32_MAX, block, fill, for_loop, lines
 from utvm.compiler.kernels.requant import OutputStage, acc_bound, c_helper, requant_int16_stmts, x_abs_max
@@ -85,6 +98,24 @@ def direct_default(p: Conv2DParams) -> Schedule:
     if "m_regs" in names:
         out["m_regs"] = p.depth_multiplier <= MAX_REGISTER_MULTIPLIER
     return out
+
+
+def direct_scratch(p: Conv2DParams, stage: OutputStage) -> int:
+    """Scratch bytes of the int8 direct kernel: none where the weight sums fold (`int8_stage`'s init), else
+    depthwise's generic loop keeps the int32 accumulators of a pixel's output channels there."""
+    if stage.init is not None or p.op != "depthwise_conv2d":
+        return 0
+    return 4 * p.output_shape[3]
+
+
+def direct_cost(p: Conv2DParams) -> float:
+    """Estimated instructions of the scalar int8 kernel: about three per multiply-accumulate (two byte loads and
+    a multiply-accumulate) and ten per output (the requantization and store)."""
+    _, oh, ow, n_out = p.output_shape
+    kh, kw = p.kernel
+    cg = p.input_shape[3] // p.groups if p.op == "conv2d" else 1
+    outputs = p.input_shape[0] * oh * ow * n_out
+    return float(outputs * (3 * kh * kw * cg + 10))
 
 
 def _direct_point(ctx: KernelContext, p: Conv2DParams) -> Schedule:
@@ -190,12 +221,15 @@ def conv_space(ctx: KernelContext) -> Space:
     stage = int8_stage(ctx, p)
     win = _window(p)
     kq = pad4(win.k) // 4
-    _, oh, ow, n = p.output_shape
+    batch, oh, ow, n = p.output_shape
+    shape = GemmShape(win, batch, oh, ow, n)
+    inline = inline_applies(win, oh, ow)
+    stride = pixel_stride(win, oh, ow) if inline else 0
     if v.simd16:
-        default = {"algo": "gemm", **gemm_default(v, kq, n, oh * ow, stage)}
+        default = {"algo": "gemm", **gemm_default(v, kq, n, oh * ow, stage, shape)}
     else:
         default = {"algo": "direct", **direct_default(p)}
-    gemm = gemm_knobs(v, kq)
+    gemm = gemm_knobs(v, kq, inline)
     branches = {"direct": direct_knobs(p), "gemm": gemm}
     if v.mve:
         window = window_cols(win) and not _inplace_ok(p)
@@ -207,11 +241,23 @@ def conv_space(ctx: KernelContext) -> Space:
     def legal(pt: Schedule) -> str | None:
         if pt["algo"] == "mve":
             return mve_legal(pt, oh * ow, stage)
-        return None if pt["algo"] == "direct" else gemm_legal(pt, oh * ow, stage, v)
+        return None if pt["algo"] == "direct" else gemm_legal(pt, oh * ow, stage, v, stride)
+
+    def scratch(pt: Schedule) -> int:
+        if pt["algo"] == "mve":
+            return mve_scratch(pt, win.k)
+        return direct_scratch(p, stage) if pt["algo"] == "direct" else gemm_scratch(pt, shape.kp)
+
+    def cost(pt: Schedule) -> float:
+        if pt["algo"] == "mve":
+            return mve_cost(shape, pt)
+        return direct_cost(p) if pt["algo"] == "direct" else gemm_cost(v, shape, pt, stride)
 
     return Space.conditional(Knob("algo", tuple(branches), "scalar direct convolution, im2col + GEMM or the "
                                   "Helium GEMM" if v.mve else "scalar direct convolution or im2col + GEMM"),
-                             branches, default=default, legal=legal, legacy=LEGACY)
+                             branches, default=default, legal=legal, legacy=LEGACY, added={"widen": "copy"},
+                             scratch=scratch, cost=cost,
+                             memory_knobs=(*GEMM_MEMORY_KNOBS, *(("cols",) if v.mve else ())))
 
 
 @register("conv2d", space=conv_space)

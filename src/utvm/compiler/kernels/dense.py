@@ -20,17 +20,20 @@ import numpy as np
 from utvm.compiler.kernels import KernelCode, KernelContext, c_literal, offset_term, register
 from utvm.compiler.kernels._dot import dot_run
 from utvm.compiler.kernels._gemm import (
+    GEMM_MEMORY_KNOBS,
     LEGACY,
     GemmLayer,
     GemmShape,
     Window,
+    gemm_cost,
     gemm_default,
     gemm_kernel,
     gemm_knobs,
     gemm_legal,
+    gemm_scratch,
     pad4,
 )
-from utvm.compiler.kernels._gemm_mve import mve_default, mve_gemm_kernel, mve_knobs, mve_legal
+from utvm.compiler.kernels._gemm_mve import mve_cost, mve_default, mve_gemm_kernel, mve_knobs, mve_legal, mve_scratch
 from utvm.compiler.kernels.cemit import INT32_MAX, for_loop, lines
 from utvm.compiler.kernels.requant import (
     OutputStage,
@@ -83,20 +86,24 @@ def _gemm_note(p: DenseParams, stage: OutputStage | None) -> str | None:
 
 def dense_space(ctx: KernelContext) -> Space:
     """int8 dense: `algo` direct (weight sums folded, unrolled dot products; no knobs) or gemm (the input row
-    widened once, `oc_block` rows per block, SIMD where the ISA has it; utvm.compiler.kernels._gemm)."""
+    widened once into scratch, or word by word where it lies with `widen = inline`; `oc_block` rows per block,
+    SIMD where the ISA has it; utvm.compiler.kernels._gemm). The space tells each point's scratch and
+    estimated cost (docs/kernels.md §12)."""
     p: DenseParams = ctx.params()
     stage = int8_stage(ctx, p)
     if stage is None or _gemm_note(p, stage) is None:
         return EMPTY_SPACE
     v = ctx.isa
     kq = pad4(p.k) // 4
+    shape = GemmShape(Window(1, 1, p.k), p.batch, 1, 1, p.units)
     # Layers of one workload share one GEMM function by default (dense layers carry little compute for their
-    # code: a call per layer costs ~2%, each copy of the code ~400 bytes on Cortex-M4).
+    # code: a call per layer costs ~2%, each copy of the code ~400 bytes on Cortex-M4). The row is widened
+    # where it lies (no scratch) when that is no slower (few blocks of outputs: `gemm_default`).
     if v.simd16:
-        default = {"algo": "gemm", **gemm_default(v, kq, p.units, 1, stage), "share": ctx.task_count > 1}
+        default = {"algo": "gemm", **gemm_default(v, kq, p.units, 1, stage, shape), "share": ctx.task_count > 1}
     else:
         default = {"algo": "direct"}
-    gemm = gemm_knobs(v, kq)
+    gemm = gemm_knobs(v, kq, True)
     branches = {"direct": (), "gemm": gemm}
     if v.mve:  # the Helium GEMM (utvm.compiler.kernels._gemm_mve) reads the row in place
         branches["mve"] = (*gemm[:2], *mve_knobs(p.k, True))
@@ -107,11 +114,25 @@ def dense_space(ctx: KernelContext) -> Space:
     def legal(pt: Schedule) -> str | None:
         if pt["algo"] == "mve":
             return mve_legal(pt, 1, stage)
-        return None if pt["algo"] == "direct" else gemm_legal(pt, 1, stage, v)
+        return None if pt["algo"] == "direct" else gemm_legal(pt, 1, stage, v, p.k)
+
+    def scratch(pt: Schedule) -> int:
+        if pt["algo"] == "mve":
+            return mve_scratch(pt, p.k)
+        return 0 if pt["algo"] == "direct" else gemm_scratch(pt, shape.kp)
+
+    def cost(pt: Schedule) -> float:
+        if pt["algo"] == "mve":
+            return mve_cost(shape, pt)
+        if pt["algo"] == "direct":  # an unrolled int8 dot product: two loads and a multiply-accumulate per term
+            return float(p.batch * p.units * (3 * p.k + 10))
+        return gemm_cost(v, shape, pt, p.k)
 
     return Space.conditional(Knob("algo", tuple(branches), "scalar dot products, the GEMM or the Helium GEMM"
                                   if v.mve else "scalar dot products or the GEMM"),
-                             branches, default=default, legal=legal, legacy=LEGACY)
+                             branches, default=default, legal=legal, legacy=LEGACY, added={"widen": "copy"},
+                             scratch=scratch, cost=cost,
+                             memory_knobs=(*GEMM_MEMORY_KNOBS, *(("cols",) if v.mve else ())))
 
 
 def _dense_gemm(ctx: KernelContext, p: DenseParams) -> KernelCode:

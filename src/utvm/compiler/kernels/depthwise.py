@@ -37,6 +37,13 @@ of the plane.
   Ideas: TinyEngine's HWC -> CHW copy padded with the zero point (depthwiseTemplate.py), CMSIS-NN's
   arm_depthwise_conv_s8_opt (int16 copy, tap pairs for SMLAD); written here.
 
+  `band` (docs/kernels.md §12.2): 0 holds every plane whole; B > 0 holds the plane rows of B output rows at a
+  time (`Geometry.band_rows`), band after band: the rows shared with the previous band moved up by memmove,
+  the others copied from the input or zeroed outside it (the padding columns stay zero from the first
+  memset), then every output channel over the band's rows. Same plane values at the same offsets, so the same
+  sums; the scratch shrinks to the band's rows for the halo moved and each channel's set-up once per band
+  (`plane_cost`; the default band is the one of least scratch within BAND_TOLERANCE of the whole plane's cost).
+
 `algo = mve` (Helium vocabularies only: `ctx.isa.mve`; the branch does not exist elsewhere, so other targets'
 spaces are unchanged): the NHWC input read in place (no scratch), vectors of channels, of one input channel's
 outputs or of a window row's taps, the vector requantization; knobs `lanes`, `px_block`, `mve_oc`,
@@ -70,7 +77,15 @@ from utvm.compiler.kernels import KernelCode, KernelContext, define_helper, regi
 from utvm.compiler.kernels._gemm import MAX_ACCUMULATORS, words_table
 from utvm.compiler.kernels._window import Axis, origin_stmt, tap_range
 from utvm.compiler.kernels.cemit import block, for_loop, lines, offset_term
-from utvm.compiler.kernels.conv import accumulator_bound, direct, direct_default, direct_knobs, int8_stage
+from utvm.compiler.kernels.conv import (
+    accumulator_bound,
+    direct,
+    direct_cost,
+    direct_default,
+    direct_knobs,
+    direct_scratch,
+    int8_stage,
+)
 from utvm.compiler.kernels.isa import PortableC
 from utvm.compiler.kernels.requant import (
     MveOperands,
@@ -100,6 +115,11 @@ ROW_UNROLL = Knob("row_unroll", (False, True), "the pixel blocks of an output ro
 COPY_UNROLL = Knob("copy_unroll", (False, True),
                    "the SIMD copy of 4 channels: the word pairs of an input row written out (constant offsets)")
 W_LOAD = Knob("w_load", ("reg", "mem"), "weights held in locals for a whole plane, or loaded where used")
+#: `band`: output rows whose plane rows are in scratch at a time (0: the whole plane)
+BANDS = (0, 1, 2, 4, 8, 16)
+BAND = Knob("band", BANDS, "output rows per band of the planes (0: the whole plane in scratch at once)")
+#: the default band is the one of least scratch whose estimated cost is within this fraction of the whole plane's
+BAND_TOLERANCE = 0.01
 #: knob names of tuning logs written before issue 20 -> their names now
 LEGACY = {"dw_px": "px_block", "dw_oc": "oc_block", "dw_cb": "c_block", "dw_wload": "w_load", "unroll": "row_unroll"}
 
@@ -187,6 +207,37 @@ class Geometry:
         """Word pairs (two pixels of 4 channels) of one input row in the SIMD copy."""
         return self.w // 2
 
+    def band_rows(self, band: int) -> int:
+        """Plane rows a band of `band` output rows reads (0: the whole plane's)."""
+        if band == 0:
+            return self.plane_h
+        return (band - 1) * self.sh + (self.kh - 1) * self.dh + 1
+
+    def band_size(self, band: int) -> int:
+        """Elements of one plane of a band, a multiple of 4 (`plane_size` for the whole plane)."""
+        if band == 0:
+            return self.plane_size()
+        return (self.band_rows(band) * self.plane_w() + 3) // 4 * 4
+
+    def band_fills(self, band: int) -> tuple[int, int]:
+        """(input rows copied, plane rows zeroed) over all the bands of `band` output rows (`_Plane._bands`)."""
+        halo = self.halo(band)
+        copied = zeroed = 0
+        for oy0 in range(0, self.oh, band):
+            bn = min(band, self.oh - oy0)
+            r0 = halo if oy0 else 0
+            for r in range(r0, self.band_rows(bn)):
+                iy = oy0 * self.sh - self.pt + r
+                if 0 <= iy < self.h:
+                    copied += 1
+                else:
+                    zeroed += 1
+        return copied, zeroed
+
+    def halo(self, band: int) -> int:
+        """Plane rows the next band shares with this one (moved, not copied again)."""
+        return max(0, self.band_rows(band) - band * self.sh) if band else 0
+
 
 @dataclass(frozen=True, eq=False)
 class Layer:
@@ -212,6 +263,46 @@ class Layer:
 
 
 # --- the space ------------------------------------------------------------------------------------------------
+
+def plane_scratch(g: Geometry, pt: Schedule) -> int:
+    """Bytes of scratch a plane point asks for: `c_block` int16 planes of the whole input or of a band."""
+    return 2 * pt["c_block"] * g.band_size(pt.get("band", 0))
+
+
+def plane_cost(g: Geometry, pt: Schedule, simd: bool) -> float:
+    """Estimated instructions of one call of a plane point (a static model for ranking points that trade speed
+    for scratch; the tuner measures): the blocks' plane and weight loads and multiply-accumulates (from the
+    row plans the kernel emits), the requantization and store of each output, the copy into the planes, and
+    per band the halo rows moved and each output channel's set-up again."""
+    px, ocb, cb, band = pt["px_block"], pt["oc_block"], pt["c_block"], pt.get("band", 0)
+    aligned = simd and (px * g.sw) % 2 == 0
+
+    def block_cost(npx: int) -> float:
+        loads, macs = row_plan(g.kw, g.dw, g.sw, npx, aligned or not simd)
+        if simd:
+            words, _ops = weight_words(macs)
+            x = (len(loads) + 1) // 2 if aligned else len(loads)
+            w = 0 if pt["w_load"] == "reg" else ocb * ((len(words) + 1) // 2)
+            row = x + w + len(macs) * ocb
+        else:
+            row = len({m.px * g.sw + k * g.dw for m in macs for k in (m.lo, m.hi) if k is not None}) + \
+                2 * npx * g.kw * ocb
+        return g.kh * row + 7 * npx * ocb + 4
+
+    nb, tail = divmod(g.ow, px)
+    per_row = nb * block_cost(px) + (block_cost(tail) if tail else 0) + 4
+    groups = g.n_out // ocb
+    blocks = -(-g.c // cb)
+    macs = g.n * groups * g.oh * per_row
+    bands = 1 if band == 0 else -(-g.oh // band)
+    halo = g.halo(band)
+    rows, zeroed = (g.h, 0) if band == 0 else g.band_fills(band)
+    per_value = 2 if simd and cb == 4 else 5
+    copy = g.n * blocks * (rows * g.w * cb * per_value + zeroed * cb * (g.plane_w() // 8 + 12))
+    shift = g.n * blocks * (bands - 1) * cb * (halo * g.plane_w() + 20) if halo else 0
+    setup = g.n * bands * groups * (24 + 3 * ocb)
+    return float(macs + copy + shift + setup + plane_scratch(g, pt) / 8)
+
 
 def _applies(ctx: KernelContext, p: Conv2DParams) -> bool:
     if p.op != "depthwise_conv2d" or p.dtype != "int8":
@@ -247,7 +338,14 @@ def depthwise_space(ctx: KernelContext) -> Space:
     cb = 4 if simd and g.c >= 4 and 4 * plane_bytes <= DEFAULT_SCRATCH else 1
     plane = {"algo": "plane", "px_block": px, "oc_block": oc, "c_block": cb, "requant": best_rq,
              "row_unroll": 1 < nb <= MAX_UNROLL_BLOCKS and nb * g.kh * g.kw * px <= 256,
-             "copy_unroll": copy_default, "w_load": "mem", "no_sched": simd}
+             "copy_unroll": copy_default, "w_load": "mem", "no_sched": simd, "band": 0}
+    # the planes in bands of output rows where that costs (by the model) no more than BAND_TOLERANCE: the
+    # least scratch among those
+    whole = plane_cost(g, plane, simd)
+    bands = [b for b in BANDS[1:] if b < g.oh
+             and plane_cost(g, {**plane, "band": b}, simd) <= whole * (1 + BAND_TOLERANCE)]
+    if bands:
+        plane["band"] = min(bands, key=lambda b: (plane_scratch(g, {**plane, "band": b}), -b))
     direct_point = {"algo": "direct", **direct_default(p)}
     default = plane if ctx.target.is_cortex_m and plane_bytes <= DEFAULT_SCRATCH else direct_point
     mve = ctx.isa.mve
@@ -267,8 +365,11 @@ def depthwise_space(ctx: KernelContext) -> Space:
             return f"{pt['px_block']} x {pt['oc_block']} accumulators exceed {MAX_ACCUMULATORS} registers"
         if pt["c_block"] > 1 and g.c < pt["c_block"]:
             return f"c_block {pt['c_block']} > the {g.c} input channels"
-        if pt["c_block"] * plane_bytes > MAX_SCRATCH:
-            return f"{pt['c_block']} planes of {plane_bytes} bytes exceed {MAX_SCRATCH} bytes of scratch"
+        if pt["band"] and pt["band"] >= g.oh:
+            return f"band {pt['band']}: the {g.oh} output rows are one band (band 0)"
+        if plane_scratch(g, pt) > MAX_SCRATCH:
+            return f"{pt['c_block']} planes of {plane_scratch(g, pt) // (2 * pt['c_block'])} int16 values exceed " \
+                   f"{MAX_SCRATCH} bytes of scratch"
         if pt["row_unroll"] and blocks(pt) > MAX_UNROLL_BLOCKS:
             return f"{blocks(pt)} blocks per row exceed {MAX_UNROLL_BLOCKS} to unroll"
         if pt["row_unroll"] and blocks(pt) == 1:
@@ -282,13 +383,29 @@ def depthwise_space(ctx: KernelContext) -> Space:
 
     branches: dict[str, tuple[Knob, ...]] = {
         "direct": direct_knobs(p),
-        "plane": (PX_BLOCK, OC_BLOCK, C_BLOCK, requant_knob(), ROW_UNROLL, COPY_UNROLL, W_LOAD, no_sched_knob())}
+        "plane": (PX_BLOCK, OC_BLOCK, C_BLOCK, requant_knob(), ROW_UNROLL, COPY_UNROLL, W_LOAD, no_sched_knob(),
+                  BAND)}
     if mve:  # Helium vectors: a branch only where the vocabulary has them (other targets' spaces unchanged)
         branches["mve"] = (LANES, PX_BLOCK, MVE_OC, KY_UNROLL, SHARE)
+
+    def scratch(pt: Schedule) -> int:
+        if pt["algo"] == "plane":
+            return plane_scratch(g, pt)
+        return direct_scratch(p, layer.stage) if pt["algo"] == "direct" else 0
+
+    def cost(pt: Schedule) -> float:
+        if pt["algo"] == "plane":
+            return plane_cost(g, pt, simd)
+        if pt["algo"] == "direct":
+            return direct_cost(p)
+        # Helium: about two instructions per four multiply-accumulates (vector loads and VMLA/VMLADAVA), no copy
+        return float(g.n * g.oh * g.ow * g.n_out * (g.kh * g.kw / 2 + 4))
+
     return Space.conditional(
         MVE_ALGO if mve else ALGO, branches,
         default=default, legal=legal, legacy=LEGACY,
-        added={**direct_default(p), "copy_unroll": copy_default})
+        added={**direct_default(p), "copy_unroll": copy_default, "band": 0},
+        scratch=scratch, cost=cost, memory_knobs=("algo", "c_block", "band"))
 
 
 @register("depthwise_conv2d", space=depthwise_space)
@@ -377,7 +494,9 @@ class _Plane:
         self.px, self.ocb, self.cb = s["px_block"], s["oc_block"], s["c_block"]
         self.hoist = s["w_load"] == "reg"
         self.wp = g.plane_w()
-        self.ps = g.plane_size()
+        self.band = int(s.get("band", 0))
+        self.rows = g.band_rows(self.band)  # plane rows in scratch
+        self.ps = g.band_size(self.band)
         self.aligned = self.simd and (self.px * g.sw) % 2 == 0
         self.dbl = s["requant"] == "dbl"
         scale = 2 if self.dbl else 1
@@ -456,41 +575,74 @@ class _Plane:
         head.append(f"memset(scratch, 0, {scratch});  /* the padding of every plane */")
         head.append(self.rq.setup.rstrip("\n"))
         cb = self.cb
-        copy = self._copy()
         passes = self._pass()
         x, y = ctx.inputs[0], ctx.outputs[0]
         if g.c % cb:
-            chan = lines(f"const int32_t cn = {g.c} - c0 < {cb} ? {g.c} - c0 : {cb};", copy,
-                         for_loop("j", 0, "cn", passes))
+            each = for_loop("j", 0, "cn", passes)
         elif cb > 1:
-            chan = lines(copy, for_loop("j", 0, cb, passes))
+            each = for_loop("j", 0, cb, passes)
         else:
-            chan = lines(copy, block("", ["const int32_t j = 0;", passes]))
+            each = block("", ["const int32_t j = 0;", passes])
+        if self.band:
+            chan = self._bands(each)
+        else:
+            chan = lines(self._copy(), each)
+        if g.c % cb:
+            chan = lines(f"const int32_t cn = {g.c} - c0 < {cb} ? {g.c} - c0 : {cb};", chan)
         batch = [f"const int8_t* const xb = {x} + b * {g.h * g.w * g.c};",
                  f"int8_t* const yb = {y} + b * {g.oh * g.ow * g.n_out};",
                  block(f"for (int32_t c0 = 0; c0 < {g.c}; c0 += {cb})", chan)]
         return lines(head, for_loop("b", 0, g.n, batch), "return 0;"), scratch
 
-    # the copy into planes ------------------------------------------------------------------------------------
-    def _row0(self) -> str:
-        g = self.g
-        return f"(iy + {g.pt}) * {self.wp} + {g.pl}" if g.pt else f"iy * {self.wp} + {g.pl}"
+    def _bands(self, each: str) -> str:
+        """C of one block of channels in bands of `band` output rows: the band's plane rows (the rows it shares
+        with the previous band moved up, the others copied from the input, or zeroed outside it), then every
+        output channel over the band's rows (`each`, which reads oy0 and bn)."""
+        g, band, rows = self.g, self.band, self.rows
+        halo = g.halo(band)
+        cn = "cn" if g.c % self.cb else str(self.cb)
+        fresh = [f"const int32_t r0 = oy0 > 0 ? {halo} : 0;  /* rows kept from the previous band */"
+                 if halo else "const int32_t r0 = 0;"]
+        if halo:  # the shared rows: the last `halo` rows of every plane become its first
+            move = f"memmove(planes + j * {self.ps}, planes + j * {self.ps} + {(rows - halo) * self.wp}, " \
+                   f"{2 * halo * self.wp});"
+            fresh.append(block("if (oy0 > 0)", for_loop("j", 0, cn, move)))
+        zero = for_loop("j", 0, cn, f"memset(planes + j * {self.ps} + r * {self.wp}, 0, {2 * self.wp});")
+        copy_row = block(f"if (iy < 0 || iy >= {g.h})", zero) + " else " + block("", self._copy_row("r"))
+        bn = f"const int32_t bn = {g.oh} - oy0 < {band} ? {g.oh} - oy0 : {band};  /* output rows of the band */"
+        need = f"(bn - 1) * {g.sh} + {(g.kh - 1) * g.dh + 1}"  # the plane rows bn output rows read
+        fill = for_loop("r", "r0", need, [f"const int32_t iy = oy0 * {g.sh} - {g.pt} + r;", copy_row])
+        return block(f"for (int32_t oy0 = 0; oy0 < {g.oh}; oy0 += {band})", [bn, *fresh, fill, each])
 
-    def _bytewise(self, cn: str) -> str:
-        """C filling planes 0..cn-1 value by value."""
+    # the copy into planes ------------------------------------------------------------------------------------
+    def _copy(self) -> str:
+        """C filling the whole planes 0..cn-1 (or cb) from input channels c0.. of batch xb (band 0)."""
+        g = self.g
+        return for_loop("iy", 0, g.h, self._copy_row(f"iy + {g.pt}" if g.pt else "iy"))
+
+    def _copy_row(self, row: str) -> str:
+        """C copying input row iy (channels c0.. of batch xb) into plane row `row` of planes 0..cn-1 (or cb)."""
+        g = self.g
+        if self.cb == 1:
+            return self._bytewise("1", row)
+        if not self.simd:
+            return self._bytewise("cn" if g.c % self.cb else str(self.cb), row)
+        words = self._copy_words(row)
+        if g.c % self.cb:
+            return f"{block(f'if (cn == {self.cb})', words)} else {block('', self._bytewise('cn', row))}"
+        return words
+
+    def _bytewise(self, cn: str, row: str) -> str:
+        """C filling plane row `row` of planes 0..cn-1 from input row iy value by value."""
         g = self.g
         pixel = [for_loop("j", 0, cn, f"d[j * {self.ps} + ix] = (int16_t)((int32_t)xs[j] + input_offset);"),
                  f"xs += {g.c};"]
-        return for_loop("iy", 0, g.h, [f"const int8_t* xs = xb + iy * {g.w * g.c} + c0;",
-                                       f"int16_t* const d = planes + {self._row0()};", for_loop("ix", 0, g.w, pixel)])
+        return lines(f"const int8_t* xs = xb + iy * {g.w * g.c} + c0;",
+                     f"int16_t* const d = planes + ({row}) * {self.wp} + {g.pl};", for_loop("ix", 0, g.w, pixel))
 
-    def _copy(self) -> str:
-        """C filling planes 0..cn-1 (or cb) from input channels c0.. of batch xb."""
+    def _copy_words(self, row: str) -> str:
+        """C filling plane row `row` of the 4 planes from input row iy by words (SXTAB16, PKHBT/PKHTB)."""
         g, v = self.g, self.v
-        if self.cb == 1:
-            return self._bytewise("1")
-        if not self.simd:
-            return self._bytewise("cn" if g.c % self.cb else str(self.cb))
         pb = 2 * self.ps  # bytes between planes
         pair_words = lines(
             "uint32_t p0;", "uint32_t p1;", "memcpy(&p0, xs, 4);", f"memcpy(&p1, xs + {g.c}, 4);",
@@ -516,17 +668,14 @@ class _Plane:
                        f"memcpy(d + {3 * pb}, &v3, 2);"]))
         pairs = g.copy_pairs
         parts = [f"const int8_t* xs = xb + iy * {g.w * g.c} + c0;",
-                 f"uint8_t* d = (uint8_t*)(void*)(planes + {self._row0()});"]
+                 f"uint8_t* d = (uint8_t*)(void*)(planes + ({row}) * {self.wp} + {g.pl});"]
         if self.s["copy_unroll"]:  # written out: constant offsets
             parts += [block("", pair_words)] * pairs
         else:
             parts.append(for_loop("q", 0, pairs, pair_words))
         if g.w % 2:
             parts.append(block("", last))
-        words = for_loop("iy", 0, g.h, parts)
-        if g.c % self.cb:
-            return f"{block(f'if (cn == {self.cb})', words)} else {block('', self._bytewise('cn'))}"
-        return words
+        return lines(parts)
 
     # one input channel's output channels ----------------------------------------------------------------------
     def _pass(self) -> str:
@@ -563,8 +712,9 @@ class _Plane:
                 out += self.rq.hoist(str(o), ch)
         out.append("int8_t* const yo = yb + oc;")
         nb, tail = g.ow // self.px, g.ow % self.px
+        out_row = "(oy0 + oy)" if self.band else "oy"
         row: list[str] = [f"const int16_t* r = plane + oy * {g.sh * self.wp};",
-                          f"int8_t* yr = yo + oy * {g.ow * g.n_out};"]
+                          f"int8_t* yr = yo + {out_row} * {g.ow * g.n_out};"]
         step_r, step_y = self.px * g.sw, self.px * g.n_out
         if self.s["row_unroll"] or nb == 1:
             for i in range(nb):
@@ -576,7 +726,7 @@ class _Plane:
             if tail:
                 row.append(self._block(tail, 0, 0))
         row += ["(void)r;", "(void)yr;"]
-        out.append(for_loop("oy", 0, g.oh, row))
+        out.append(for_loop("oy", 0, "bn" if self.band else g.oh, row))
         return lines(out)
 
     def _simd_row(self, px: int, ky: int, row_off: int, loads: list[int], macs: list[Mac],

@@ -255,6 +255,9 @@ class PortableC:
     def asm_sxtb16(self, d: str, x: str, odd: bool = False) -> str:
         raise self._absent("SXTB16")
 
+    def asm_sxtab16(self, d: str, acc: str, x: str, odd: bool = False) -> str:
+        raise self._absent("SXTAB16")
+
     def asm_smlad(self, d: str, a: str, b: str, acc: str) -> str:
         raise self._absent("SMLAD")
 
@@ -364,6 +367,9 @@ class ArmV7EMDsp(Thumb2):
 
     def asm_sxtb16(self, d: str, x: str, odd: bool = False) -> str:
         return f"sxtb16 %[{d}], %[{x}]" + (", ror #8" if odd else "")
+
+    def asm_sxtab16(self, d: str, acc: str, x: str, odd: bool = False) -> str:
+        return f"sxtab16 %[{d}], %[{acc}], %[{x}]" + (", ror #8" if odd else "")
 
     def asm_smlad(self, d: str, a: str, b: str, acc: str) -> str:
         return f"smlad %[{d}], %[{a}], %[{b}], %[{acc}]"

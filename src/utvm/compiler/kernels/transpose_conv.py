@@ -1,11 +1,16 @@
 """C kernels of the transpose_conv op family (utvm.ops.transpose_conv).
 
-TFLite's reference loop form, a scatter: for every input pixel and input channel, each filter tap that lands
-inside the output adds x * w to the output pixel's accumulators of all output channels; then each
-accumulator gets its bias and is clamped (float32) or requantized (int8: int32 accumulators in scratch,
-x - input_zp; int16: int64 accumulators in scratch, no zero points, TFLite's int64 requantization). float32
-accumulates straight into the output in TFLite's order (batch, input row, input column, input channel, tap
-row, tap column, output channel), so its sums round as TFLM's do.
+float32 is TFLite's reference loop form, a scatter: for every input pixel and input channel, each filter tap
+that lands inside the output adds x * w to the output pixel's accumulators of all output channels, straight
+into the output in TFLite's order (batch, input row, input column, input channel, tap row, tap column, output
+channel), so its sums round as TFLM's do; then the bias and the clamp.
+
+int8 (x - input_zp, int32 accumulators) and int16 (no zero points, int64 accumulators, TFLite's int64
+requantization) gather instead: per output pixel, the taps whose input pixel exists (oy + pad_top - ky a
+multiple of the stride, inside the input; likewise x) add x * w to the pixel's accumulators of all output
+channels (in scratch: one pixel's, 4 or 8 bytes per output channel, where the scatter held the whole output's:
+docs/kernels.md §12), which are then requantized and stored. The same integer terms in another order: the
+sums are exact (integer addition is associative and no partial sum exceeds the proven bound).
 """
 
 from __future__ import annotations
@@ -52,9 +57,9 @@ def transpose_conv(ctx: KernelContext) -> KernelCode:
     if p.dtype == "float32":
         acc_t, acc, scratch, comment = "float", y, 0, ""
     elif p.dtype == "int8":
-        acc_t, acc, scratch, comment = "int32_t", "acc", 4 * size, _int8_bound(ctx, p)
+        acc_t, acc, scratch, comment = "int32_t", "acc", 4 * o, _int8_bound(ctx, p)
     else:
-        acc_t, acc, scratch, comment = "int64_t", "acc", 8 * size, ""
+        acc_t, acc, scratch, comment = "int64_t", "acc", 8 * o, ""
     decl = "" if p.dtype == "float32" else f"{acc_t}* const acc = ({acc_t}*)(void*){ctx.scratch};\n"
     x_load = f"(int32_t){x}[xi]{offset_term(-p.input_zero_point)}" if p.dtype != "float32" else f"{x}[xi]"
     xv_t = "float" if p.dtype == "float32" else "int32_t"
@@ -70,6 +75,8 @@ def transpose_conv(ctx: KernelContext) -> KernelCode:
         "ix", 0, w, for_loop("ic", 0, c, [f"const int32_t xi = ((b * {h} + iy) * {w} + ix) * {c} + ic;",
                                           f"const {xv_t} xv = {x_load};", tap_y])))))
     bias = f"{ctx.inputs[2]}[oc]" if p.has_bias else None
+    if p.dtype != "float32":
+        return _gather(ctx, p, acc_t, comment + decl, scratch)
     if p.dtype == "float32":
         v_add = f"v += {bias};\n" if bias else ""
         epi = f"float v = {y}[i];\n{v_add}{float_clamp_stmt('v', p.activation)}\n{y}[i] = v;"
@@ -92,3 +99,40 @@ def transpose_conv(ctx: KernelContext) -> KernelCode:
     epilogue = for_loop("i", 0, size, lines(oc_line, epi))
     body = comment + decl + scatter + "\n" + epilogue + "\nreturn 0;"
     return KernelCode(body=body, scratch_bytes=scratch)
+
+
+def _gather(ctx: KernelContext, p: TransposeConvParams, acc_t: str, head: str, scratch: int) -> KernelCode:
+    """int8 / int16: per output pixel, the accumulators of its output channels (`acc`, in scratch) summed over
+    the taps whose input pixel exists, then requantized into the pixel's outputs."""
+    n, h, w, c = p.input_shape
+    o, kh, kw, _ = p.weight_shape
+    _, oh, ow, _ = p.output_shape
+    sh, sw = p.strides
+    top, left = p.padding
+    x, wts, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    x_load = f"(int32_t){x}[xi + ic]{offset_term(-p.input_zero_point)}"
+    mac = f"acc[oc] += ({acc_t})(xv * (int32_t)wp[oc * {kh * kw * c} + ic]);"
+    tap_x = for_loop("kx", 0, kw, [
+        f"const int32_t u = ox + {left} - kx;", block(f"if (u < 0 || u % {sw} != 0 || u / {sw} >= {w})", "continue;"),
+        f"const int32_t xi = ((b * {h} + iy) * {w} + u / {sw}) * {c};",
+        f"const int8_t* const wp = {wts} + (ky * {kw} + kx) * {c};",
+        for_loop("ic", 0, c, [f"const int32_t xv = {x_load};", for_loop("oc", 0, o, mac)])])
+    tap_y = for_loop("ky", 0, kh, [
+        f"const int32_t t = oy + {top} - ky;", block(f"if (t < 0 || t % {sh} != 0 || t / {sh} >= {h})", "continue;"),
+        f"const int32_t iy = t / {sh};", tap_x])
+    mult, shift = operand_terms(ctx, p.multiplier, p.shift, "oc")
+    b_add = f"v += {ctx.inputs[2]}[oc];\n" if p.has_bias else ""
+    dst = f"{y}[((b * {oh} + oy) * {ow} + ox) * {o} + oc]"
+    if p.dtype == "int16":
+        epi = (f"int64_t v = acc[oc];\n{b_add}"
+               + requant_int16_stmts(ctx, p.rounding, 64, "v", mult, shift, p.output_zero_point,
+                                     int(p.act_min), int(p.act_max), dst))
+    else:
+        rq = c_helper(ctx, p.rounding, p.multiplier)
+        clamp = ctx.helper("clamp_i32")
+        epi = (f"int32_t v = acc[oc];\n{b_add}"
+               f"v = {rq}(v, {mult}, {shift}){offset_term(p.output_zero_point)};\n"
+               f"{dst} = (int8_t){clamp}(v, {int(p.act_min)}, {int(p.act_max)});")
+    pixel = [for_loop("oc", 0, o, "acc[oc] = 0;"), tap_y, for_loop("oc", 0, o, epi)]
+    body = for_loop("b", 0, n, for_loop("oy", 0, oh, for_loop("ox", 0, ow, pixel)))
+    return KernelCode(body=head + body + "\nreturn 0;", scratch_bytes=scratch)
