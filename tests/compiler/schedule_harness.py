@@ -99,8 +99,16 @@ def check_batch(batch: Batch, target: str, rounding: str, rng: np.random.Generat
                 ) -> CompiledModel:
     """Give every node a point, compile for `target`, run with `run(compiled, inputs)` and compare every
     output with the reference bit for bit. Returns the compiled model (its metadata names the points)."""
+    schedules = assign_points(batch.graph(), target, rounding, rng, seen)
+    return check_points(batch, target, rounding, schedules, rng, run, **compile_kw)
+
+
+def check_points(batch: Batch, target: str, rounding: str, schedules: dict[str, Schedule], rng: np.random.Generator,
+                 run: Callable[[CompiledModel, list[np.ndarray]], Sequence[np.ndarray]], **compile_kw: Any
+                 ) -> CompiledModel:
+    """Compile `batch` for `target` with the given `schedules` (every node with a task gets its point), run with
+    `run(compiled, inputs)` and compare every output with the reference bit for bit."""
     graph = batch.graph()
-    schedules = assign_points(graph, target, rounding, rng, seen)
     compiled = compile(graph, passes=False, rounding=rounding, target=target, schedules=schedules, **compile_kw)
     for op in compiled.operators:
         if op.task:

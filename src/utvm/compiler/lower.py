@@ -53,6 +53,7 @@ from utvm.compiler.kernels import depthwise_inplace as dw_inplace
 from utvm.compiler.schedule import Schedule
 from utvm.errors import CompileError
 from utvm.ir.graph import Graph, Node, Tensor
+from utvm.support.names import fresh_name
 from utvm.target import Target, get_target
 
 C_KEYWORDS = frozenset(
@@ -240,12 +241,7 @@ class _Classes:
 def _func_name(prefix: str, node: Node, used: set[str]) -> str:
     act = node.attrs.get("activation", "none")
     base = f"{prefix}_fused_{sanitize(node.op)}" + (f"_{sanitize(str(act))}" if act not in ("none", None) else "")
-    name, k = base, 1
-    while name in used:
-        name = f"{base}_{k}"
-        k += 1
-    used.add(name)
-    return name
+    return fresh_name(base, used)
 
 
 def kernel_contexts(graph: Graph, model_name: str, rounding: str = "single", target: Target | str = "host",

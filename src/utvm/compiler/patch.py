@@ -57,6 +57,7 @@ from utvm.compiler.memory import ALIGNMENT
 from utvm.errors import CompileError
 from utvm.ir.graph import Graph, Node, Tensor
 from utvm.ir.stats import node_macs
+from utvm.support.names import fresh_name
 
 #: operators a stage may hold (their attribute `padding` is (top, left, bottom, right))
 SPATIAL_OPS = ("conv2d", "depthwise_conv2d", "max_pool2d", "avg_pool2d")
@@ -625,18 +626,13 @@ class Planner:
 # --- the rewrite --------------------------------------------------------------------------------------------------
 
 class _Names:
-    """Fresh names: `base`, else `base_1`, `base_2`, ..."""
+    """Fresh names (utvm.support.names.fresh_name) among `used`, which grows with every name given."""
 
     def __init__(self, used: set[str]) -> None:
         self.used = used
 
     def __call__(self, base: str) -> str:
-        name, k = base, 1
-        while name in self.used:
-            name = f"{base}_{k}"
-            k += 1
-        self.used.add(name)
-        return name
+        return fresh_name(base, self.used)
 
 
 def _band(t: Tensor, name: str, rows: int) -> Tensor:

@@ -71,6 +71,7 @@ from utvm.compiler.kernels.isa import PRELUDE_HELPERS, PortableC, vocabulary
 from utvm.compiler.schedule import EMPTY_SPACE, Schedule, Space, canonical, task_key
 from utvm.errors import CompileError, UnsupportedOperatorError
 from utvm.ir.graph import Graph, Node, Tensor
+from utvm.support.names import fresh_name
 from utvm.target import Target, get_target
 
 # IR dtype -> C element type.
@@ -383,13 +384,7 @@ class FileScope:
         return bool(self.libm) or self.float_specials
 
     def unique(self, hint: str) -> str:
-        base = re.sub(r"[^A-Za-z0-9_]", "_", hint)
-        name, k = base, 1
-        while name in self.names:
-            name = f"{base}_{k}"
-            k += 1
-        self.names.add(name)
-        return name
+        return fresh_name(re.sub(r"[^A-Za-z0-9_]", "_", hint), self.names)
 
     def require(self, key: str) -> None:
         if key not in self.helpers:

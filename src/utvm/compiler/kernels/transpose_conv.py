@@ -46,6 +46,8 @@ def _int8_bound(ctx: KernelContext, p: TransposeConvParams) -> str:
 @register("transpose_conv")
 def transpose_conv(ctx: KernelContext) -> KernelCode:
     p: TransposeConvParams = ctx.params()
+    if p.dtype != "float32":
+        return _gather(ctx, p)
     n, h, w, c = p.input_shape
     o, kh, kw, _ = p.weight_shape
     _, oh, ow, _ = p.output_shape
@@ -53,63 +55,35 @@ def transpose_conv(ctx: KernelContext) -> KernelCode:
     top, left = p.padding
     x, wts, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     size = n * oh * ow * o
-    wt = "const float*" if p.dtype == "float32" else "const int8_t*"
-    if p.dtype == "float32":
-        acc_t, acc, scratch, comment = "float", y, 0, ""
-    elif p.dtype == "int8":
-        acc_t, acc, scratch, comment = "int32_t", "acc", 4 * o, _int8_bound(ctx, p)
-    else:
-        acc_t, acc, scratch, comment = "int64_t", "acc", 8 * o, ""
-    decl = "" if p.dtype == "float32" else f"{acc_t}* const acc = ({acc_t}*)(void*){ctx.scratch};\n"
-    x_load = f"(int32_t){x}[xi]{offset_term(-p.input_zero_point)}" if p.dtype != "float32" else f"{x}[xi]"
-    xv_t = "float" if p.dtype == "float32" else "int32_t"
-    mac = (f"ap[oc] += xv * wp[oc * {kh * kw * c}];" if p.dtype == "float32"
-           else f"ap[oc] += ({acc_t})(xv * (int32_t)wp[oc * {kh * kw * c}]);")
     tap_x = for_loop("kx", 0, kw, [
         f"const int32_t ox = ix * {sw} - {left} + kx;", block(f"if (ox < 0 || ox >= {ow})", "continue;"),
-        f"{acc_t}* const ap = {acc} + ((b * {oh} + oy) * {ow} + ox) * {o};",
-        f"{wt} const wp = {wts} + (ky * {kw} + kx) * {c} + ic;", for_loop("oc", 0, o, mac)])
+        f"float* const ap = {y} + ((b * {oh} + oy) * {ow} + ox) * {o};",
+        f"const float* const wp = {wts} + (ky * {kw} + kx) * {c} + ic;",
+        for_loop("oc", 0, o, f"ap[oc] += xv * wp[oc * {kh * kw * c}];")])
     tap_y = for_loop("ky", 0, kh, [f"const int32_t oy = iy * {sh} - {top} + ky;",
                                    block(f"if (oy < 0 || oy >= {oh})", "continue;"), tap_x])
-    scatter = lines(for_loop("i", 0, size, f"{acc}[i] = 0;"), for_loop("b", 0, n, for_loop("iy", 0, h, for_loop(
+    scatter = lines(for_loop("i", 0, size, f"{y}[i] = 0;"), for_loop("b", 0, n, for_loop("iy", 0, h, for_loop(
         "ix", 0, w, for_loop("ic", 0, c, [f"const int32_t xi = ((b * {h} + iy) * {w} + ix) * {c} + ic;",
-                                          f"const {xv_t} xv = {x_load};", tap_y])))))
-    bias = f"{ctx.inputs[2]}[oc]" if p.has_bias else None
-    if p.dtype != "float32":
-        return _gather(ctx, p, acc_t, comment + decl, scratch)
-    if p.dtype == "float32":
-        v_add = f"v += {bias};\n" if bias else ""
-        epi = f"float v = {y}[i];\n{v_add}{float_clamp_stmt('v', p.activation)}\n{y}[i] = v;"
-    else:
-        mult, shift = operand_terms(ctx, p.multiplier, p.shift, "oc")
-        b_add = f"v += {bias};\n" if bias else ""
-        if p.dtype == "int16":
-            epi = (f"int64_t v = acc[i];\n{b_add}"
-                   + requant_int16_stmts(ctx, p.rounding, 64, "v", mult, shift, p.output_zero_point,
-                                         int(p.act_min), int(p.act_max), f"{y}[i]"))
-        else:
-            rq = c_helper(ctx, p.rounding, p.multiplier)
-            clamp = ctx.helper("clamp_i32")
-            epi = (f"int32_t v = acc[i];\n{b_add}"
-                   f"v = {rq}(v, {mult}, {shift}){offset_term(p.output_zero_point)};\n"
-                   f"{y}[i] = (int8_t){clamp}(v, {int(p.act_min)}, {int(p.act_max)});")
-    needs_oc = bias is not None or (p.dtype != "float32" and not (len(set(p.multiplier)) == 1
-                                                                  and len(set(p.shift)) == 1))
-    oc_line = f"const int32_t oc = i % {o};" if needs_oc else ""
-    epilogue = for_loop("i", 0, size, lines(oc_line, epi))
-    body = comment + decl + scatter + "\n" + epilogue + "\nreturn 0;"
-    return KernelCode(body=body, scratch_bytes=scratch)
+                                          f"const float xv = {x}[xi];", tap_y])))))
+    v_add = f"v += {ctx.inputs[2]}[oc];\n" if p.has_bias else ""
+    epi = f"float v = {y}[i];\n{v_add}{float_clamp_stmt('v', p.activation)}\n{y}[i] = v;"
+    epilogue = for_loop("i", 0, size, lines(f"const int32_t oc = i % {o};" if p.has_bias else "", epi))
+    return KernelCode(body=scatter + "\n" + epilogue + "\nreturn 0;", scratch_bytes=0)
 
 
-def _gather(ctx: KernelContext, p: TransposeConvParams, acc_t: str, head: str, scratch: int) -> KernelCode:
-    """int8 / int16: per output pixel, the accumulators of its output channels (`acc`, in scratch) summed over
-    the taps whose input pixel exists, then requantized into the pixel's outputs."""
+def _gather(ctx: KernelContext, p: TransposeConvParams) -> KernelCode:
+    """int8 / int16: per output pixel, the accumulators of its output channels (`acc`, in scratch: 4 or 8 bytes
+    per output channel) summed over the taps whose input pixel exists, then requantized into the pixel's
+    outputs."""
     n, h, w, c = p.input_shape
     o, kh, kw, _ = p.weight_shape
     _, oh, ow, _ = p.output_shape
     sh, sw = p.strides
     top, left = p.padding
     x, wts, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    acc_t, scratch = ("int32_t", 4 * o) if p.dtype == "int8" else ("int64_t", 8 * o)
+    head = (_int8_bound(ctx, p) if p.dtype == "int8" else "") + \
+        f"{acc_t}* const acc = ({acc_t}*)(void*){ctx.scratch};\n"
     x_load = f"(int32_t){x}[xi + ic]{offset_term(-p.input_zero_point)}"
     mac = f"acc[oc] += ({acc_t})(xv * (int32_t)wp[oc * {kh * kw * c} + ic]);"
     tap_x = for_loop("kx", 0, kw, [

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from utvm.ir.graph import Graph, Node
+from utvm.support import names
 
 
 def consumers(graph: Graph) -> dict[str, list[int]]:
@@ -36,11 +37,8 @@ def rename_inputs(node: Node, mapping: dict[str, str]) -> Node:
 
 
 def fresh_name(graph: Graph, taken: set[str], base: str) -> str:
-    name, k = base, 1
-    while name in graph.tensors or name in taken:
-        name, k = f"{base}_{k}", k + 1
-    taken.add(name)
-    return name
+    """A tensor name free in `graph` and `taken` (utvm.support.names.fresh_name); added to `taken`."""
+    return names.fresh_name(base, taken, graph.tensors)
 
 
 def const_data(graph: Graph, name: str):  # noqa: ANN201 - np.ndarray | None
