@@ -43,16 +43,20 @@ def _int8_bound(ctx: KernelContext, p: TransposeConvParams) -> str:
             f"{xmax} * {wmax}, plus |bias| <= {bmax}: {worst} < 2^31. */\n")
 
 
+def _dims(p: TransposeConvParams) -> tuple[int, ...]:
+    """(n, h, w, c, o, kh, kw, oh, ow, sh, sw, top, left): the input (NHWC), the weights (O, KH, KW, C), the
+    output's height and width, the strides and the top / left padding."""
+    n, h, w, c = p.input_shape
+    o, kh, kw, _ = p.weight_shape
+    return (n, h, w, c, o, kh, kw, p.output_shape[1], p.output_shape[2], *p.strides, *p.padding)
+
+
 @register("transpose_conv")
 def transpose_conv(ctx: KernelContext) -> KernelCode:
     p: TransposeConvParams = ctx.params()
     if p.dtype != "float32":
         return _gather(ctx, p)
-    n, h, w, c = p.input_shape
-    o, kh, kw, _ = p.weight_shape
-    _, oh, ow, _ = p.output_shape
-    sh, sw = p.strides
-    top, left = p.padding
+    n, h, w, c, o, kh, kw, oh, ow, sh, sw, top, left = _dims(p)
     x, wts, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     size = n * oh * ow * o
     tap_x = for_loop("kx", 0, kw, [
@@ -75,11 +79,7 @@ def _gather(ctx: KernelContext, p: TransposeConvParams) -> KernelCode:
     """int8 / int16: per output pixel, the accumulators of its output channels (`acc`, in scratch: 4 or 8 bytes
     per output channel) summed over the taps whose input pixel exists, then requantized into the pixel's
     outputs."""
-    n, h, w, c = p.input_shape
-    o, kh, kw, _ = p.weight_shape
-    _, oh, ow, _ = p.output_shape
-    sh, sw = p.strides
-    top, left = p.padding
+    n, h, w, c, o, kh, kw, oh, ow, sh, sw, top, left = _dims(p)
     x, wts, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     acc_t, scratch = ("int32_t", 4 * o) if p.dtype == "int8" else ("int64_t", 8 * o)
     head = (_int8_bound(ctx, p) if p.dtype == "int8" else "") + \
