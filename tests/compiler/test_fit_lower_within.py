@@ -187,3 +187,42 @@ def test_without_a_limit_the_build_moves_to_the_portable_peak_within_its_budget(
 
     assert estimate(budgeted) <= estimate(base) * (1 + DEFAULT_MAX_SLOWDOWN) + 1e-6
     assert estimate(forced) >= estimate(budgeted)
+
+
+# --- through utvm compile --memory-limit (patch.choose) ------------------------------------------------------------
+
+@pytest.mark.parametrize("limit", [100, 300, 700, 1500])
+def test_memory_limit_takes_the_fastest_point_that_fits_not_the_smallest(limit: int) -> None:
+    """`compile(memory_limit=L)` asks the fit for L itself: the fastest point whose scratch fits, where going
+    towards the portable peak would take a slower one with less scratch than L needs."""
+    from utvm.compiler import compile as compile_graph
+
+    graph = single_depthwise()
+    ((ctx, space),) = [(c, get_space(c)) for c in kernel_contexts(graph, "m", "double", TARGET)]
+    options = space.leaner(space.default)
+    fitting = [o for o in options if (memory.align(o.scratch) if o.scratch else 0) <= limit]
+    base = compile_graph(graph, passes=False, rounding="double", target=TARGET)
+    if base.plan.workspace_bytes <= limit:
+        pytest.fail(f"the default build's {base.plan.workspace_bytes} bytes fit {limit}: no choice is tested")
+    c = compile_graph(graph, passes=False, rounding="double", target=TARGET, memory_limit=limit,
+                      patch_overhead=10.0)
+    (f,) = c.operators
+    assert c.plan.workspace_bytes <= limit and f.schedule == fitting[0].point, (limit, f.schedule)
+
+
+def test_memory_limit_moves_a_tuning_logs_schedule_when_the_defaults_cannot_fit() -> None:
+    """A log's point of large scratch stands in the default build (the log allows it) and yields under
+    `--memory-limit` when nothing else fits (docs/tuning.md)."""
+    from utvm.compiler import compile as compile_graph
+
+    graph = single_depthwise()
+    ((ctx, space),) = [(c, get_space(c)) for c in kernel_contexts(graph, "m", "double", TARGET)]
+    big = max(space.leaner(space.default), key=lambda o: o.scratch)
+    given = {ctx.task_key(): big.point}
+    kept = compile_graph(graph, passes=False, rounding="double", target=TARGET, schedules=given)
+    assert kept.operators[0].schedule == big.point and kept.plan.workspace_bytes >= big.scratch
+    limit = big.scratch // 2
+    moved = compile_graph(graph, passes=False, rounding="double", target=TARGET, schedules=given,
+                          memory_limit=limit, patch_overhead=10.0)
+    assert moved.plan.workspace_bytes <= limit and moved.operators[0].schedule != big.point
+    assert moved.operators[0].schedule_source == "default"

@@ -13,7 +13,9 @@ workspace exceeds the limit, replaces schedules, layer by layer, by points of th
    `Space.cost` over its operators with a model) in all: the portable peak is where the default build goes
    when that is (about) free, not at any price (the least-scratch points are the scalar kernels: measured on
    qemu-cortex-m4, forcing the portable peak costs micro_speech 3.2x its instructions, KWS +70 %, ResNet-8
-   +41 %, AD01 +7 %); with no budget left the build stays above it. `max_slowdown=None` forces it.
+   +41 %, AD01 +7 %); with no budget left the build stays above it. `max_slowdown=None` forces it. With an
+   explicit limit there is no budget unless the caller gives one (`utvm compile --memory-limit` gives its
+   `--patch-overhead`): then the build stops where the budget does, over the limit, and the caller decides.
 2. While the workspace exceeds the limit: at the step where the live activations plus the step's scratch are
    largest among the steps over the limit (the operator's scratch lives during its call only, so the step's
    operator is the only contributor besides the tensors), that operator's schedule becomes the fastest point
@@ -48,6 +50,8 @@ from utvm.target import Target
 
 #: without a limit, the estimated extra instructions the replacements may cost in all (a fraction of the model's)
 DEFAULT_MAX_SLOWDOWN = 0.01
+#: lower_within's default budget: DEFAULT_MAX_SLOWDOWN without a limit, none with one
+AUTO = "auto"
 
 
 class MemoryLimitError(CompileError):
@@ -77,16 +81,20 @@ def lower_within(graph: Graph, model_name: str, rounding: str = "single",
                  algorithm: str = memory.DEFAULT_ALGORITHM, progress: Callable[[str], None] | None = None,
                  target: Target | str = "host", schedules: Mapping[str, Schedule] | None = None,
                  task_counts: Mapping[str, int] | None = None, pools: Sequence[memory.PoolSpec] = (),
-                 peak_limit: int | None = None, max_slowdown: float | None = DEFAULT_MAX_SLOWDOWN) -> Lowered:
+                 peak_limit: int | None = None, max_slowdown: float | str | None = AUTO) -> Lowered:
     """`lower(graph, model_name, rounding, algorithm, progress, target, schedules, task_counts, pools)` with the
     schedules of kernels adjusted so that the plan's workspace is at most `peak_limit` bytes. None: towards the
-    portable build's peak, replacing schedules only while their estimated extra instructions stay within
-    `max_slowdown` of the model's (None: down to that peak at any cost); see the module docstring. An explicit
-    limit the schedules cannot reach raises MemoryLimitError (its `smallest`: the least peak they reach)."""
+    portable build's peak. `max_slowdown` bounds the replacements' estimated extra instructions, as a fraction
+    of the model's: by default (AUTO) DEFAULT_MAX_SLOWDOWN without a limit and no bound with one; None: no
+    bound. See the module docstring. An explicit limit the schedules cannot reach raises MemoryLimitError (its
+    `smallest`: the least peak they reach) when nothing bounds them; within a bound, the build that bound
+    reaches is returned, over the limit."""
     if peak_limit is not None and peak_limit < 0:
         raise CompileError(f"peak limit {peak_limit}: must be a byte count >= 0")
-    if max_slowdown is not None and max_slowdown < 0:
-        raise CompileError(f"max_slowdown {max_slowdown}: must be >= 0 (a fraction of the model's instructions)")
+    if max_slowdown == AUTO:
+        max_slowdown = DEFAULT_MAX_SLOWDOWN if peak_limit is None else None
+    if max_slowdown is not None and (not isinstance(max_slowdown, (int, float)) or max_slowdown < 0):
+        raise CompileError(f"max_slowdown {max_slowdown!r}: must be >= 0 (a fraction of the model's instructions)")
     lowered = lower(graph, model_name, rounding, algorithm, progress, target, schedules, task_counts, pools)
     tasks = _tasks(lowered, model_name, rounding, target, task_counts)
     fit = _Fit(lowered, tasks, algorithm, pools)
@@ -97,14 +105,14 @@ def lower_within(graph: Graph, model_name: str, rounding: str = "single",
         return lowered
     phases = [defaults] if peak_limit is None else [defaults, list(tasks)]
     budget = None
-    if peak_limit is None and max_slowdown is not None:
-        budget = max_slowdown * sum(t.current.cost * len(t.steps) for t in tasks.values())
+    if max_slowdown is not None:
+        budget = float(max_slowdown) * sum(t.current.cost * len(t.steps) for t in tasks.values())
     for movable in phases:
         budget = fit.shrink(movable, limit, progress, budget)
         if fit.peak() <= limit:
             break
     else:
-        if peak_limit is not None:
+        if peak_limit is not None and max_slowdown is None:
             raise MemoryLimitError(limit, fit.least(list(tasks)))
     chosen = {k: t.current.point for k, t in tasks.items() if t.current.point != lowered_point(lowered, k)}
     if not chosen:  # nothing within the budget lowers the peak
@@ -114,7 +122,7 @@ def lower_within(graph: Graph, model_name: str, rounding: str = "single",
             f"{k} {p}" for k, p in chosen.items()))
     final = lower(graph, model_name, rounding, algorithm, progress, target, {**dict(schedules or {}), **chosen},
                   task_counts, pools)
-    if peak_limit is not None and final.plan.workspace_bytes > peak_limit:  # pragma: no cover - a kernel bug
+    if fit.peak() <= limit < final.plan.workspace_bytes and peak_limit is not None:  # pragma: no cover - a kernel bug
         raise CompileError(f"the workspace is {final.plan.workspace_bytes:,} bytes with the chosen schedules, over "
                            f"the limit {peak_limit:,} (planned {fit.peak():,}): a kernel's scratch differs from "
                            "what its space says (Space.scratch)")

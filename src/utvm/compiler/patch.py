@@ -763,7 +763,8 @@ def model_macs(graph: Graph) -> int:
 
 #: lower_fit(graph, peak_limit[, max_slowdown=...]) -> Lowered: the driver's lowering (fit.lower_within with the
 #: compile's arguments); peak_limit None is the default build's limit (towards the portable peak within
-#: `max_slowdown` of the model's work, never raising).
+#: `max_slowdown` of the model's work); with a limit and a `max_slowdown`, the fastest schedules that fit it
+#: within that budget, or as near as the budget goes (never raising).
 LowerFit = Callable[..., Lowered]
 #: how many tighter targets `choose` tries when a lowered plan comes out over the limit (kernel scratch and
 #: alignment the estimate does not see)
@@ -807,13 +808,14 @@ def choose(graph: Graph, lower_fit: LowerFit, limit: int | str | None, overhead:
            share: bool = True, progress: Callable[[str], None] | None = None) -> Choice:
     """The build of `graph` for `--memory-limit limit`. None: the default (layer-by-layer) build. Bytes: the
     fastest build whose workspace fits, tried in this order: the default build; the same graph with kernel
-    schedules of less scratch (the fit's default budget, then `overhead` of the model's work by its own
-    estimate); the cheapest cover of the limit by stages and in-place kernels whose estimated overhead is
-    within `overhead`, lowered the same two ways and checked (its target tightened while the real plan comes
-    out over). "min": the smallest workspace of the schedules alone and of the smallest cover, each lowered
-    within `overhead`. A limit nothing reaches raises CompileError naming the smallest peak reachable (what
-    "min" builds). `lower_fit(graph, peak_limit, max_slowdown=...)` lowers (fit.lower_within with the compile's
-    arguments)."""
+    schedules of less scratch (the fit's default budget, then the fastest schedules that fit the limit within
+    `overhead` of the model's work by their own estimate, a tuning log's too); the cheapest cover of the limit
+    by stages and in-place kernels whose estimated overhead is within `overhead`, lowered the same two ways
+    and checked (its target tightened while the real plan comes out over). "min": the smaller workspace of
+    the schedules alone and of the smallest cover, each lowered towards the smallest peak within `overhead`.
+    A limit nothing reaches raises CompileError naming the smallest peak reachable (what "min" builds, or a
+    build tried for the limit when it came out smaller). `lower_fit(graph, peak_limit, max_slowdown=...)`
+    lowers (fit.lower_within with the compile's arguments)."""
     say = progress or (lambda _m: None)
     base = lower_fit(graph, None)
     graph = base.graph  # as lowered (constant reshapes folded): the node indices of its operators
@@ -823,49 +825,55 @@ def choose(graph: Graph, lower_fit: LowerFit, limit: int | str | None, overhead:
     if limit != "min" and (not isinstance(limit, int) or limit < 1):
         raise CompileError(f"memory limit {limit!r}: a number of bytes >= 1, or 'min'")
 
-    def lowered(g: Graph, first: Lowered | None = None) -> Lowered:
-        """`g` lowered with the fit's default budget (`first`, when already done), or when that is over the
-        limit, with schedules of less scratch within `overhead`."""
+    def lowered(g: Graph, first: Lowered | None = None, to: int | None = None) -> Lowered:
+        """`g` lowered with the fit's default budget (`first`, when already done); when that is over `to` (always,
+        with no `to`), with kernel schedules of less scratch within `overhead`: the fastest that fit `to` (a
+        tuning log's too, once the defaults are at their least), else towards the smallest peak."""
         lw = first if first is not None else lower_fit(g, None)
-        if isinstance(limit, int) and lw.plan.workspace_bytes <= limit:
+        if to is not None and lw.plan.workspace_bytes <= to:
             return lw
-        lean = lower_fit(g, None, max_slowdown=overhead)
+        lean = lower_fit(g, to, max_slowdown=overhead)
         return lean if lean.plan.workspace_bytes < lw.plan.workspace_bytes else lw
 
-    alone = lowered(graph, base)  # kernel schedules only
-    if isinstance(limit, int) and alone.plan.workspace_bytes <= limit:
+    to = limit if isinstance(limit, int) else None
+    alone = lowered(graph, base, to)  # kernel schedules only
+    if to is not None and alone.plan.workspace_bytes <= to:
         return Choice(alone, base, Plan(), macs, limit, overhead)
     planner = Planner(graph, base)
     say(f"memory-aware plan: {sum(len(v) for v in planner.stages.values())} candidate stages, "
         f"{len(planner.inplace)} in-place depthwise candidates")
 
-    def build(plan: Plan) -> Lowered:
+    def build(plan: Plan, to: int | None) -> Lowered:
         say(f"memory-aware plan: {len(plan.stages)} stages {[s.to_json() for s in plan.stages]}, in place "
             f"{list(plan.inplace)}: estimated peak {plan.peak_estimate} bytes")
-        return lowered(rewrite(graph, plan, share))
+        return lowered(rewrite(graph, plan, share), to=to)
 
     smallest_plan = planner.smallest(overhead)
-    if limit == "min":
-        if smallest_plan.empty:
-            return Choice(alone, base, Plan(), macs, limit, overhead)
-        lw = build(smallest_plan)
-        if lw.plan.workspace_bytes < alone.plan.workspace_bytes:
-            return Choice(lw, base, smallest_plan, macs, limit, overhead)
-        return Choice(alone, base, Plan(), macs, limit, overhead)
-    assert isinstance(limit, int)
+
+    def smallest() -> Choice:
+        """What "min" builds: the smaller of the schedules alone and the smallest cover, both towards the
+        smallest peak."""
+        least = alone if to is None else lowered(graph, base)
+        if not smallest_plan.empty:
+            lw = build(smallest_plan, None)
+            if lw.plan.workspace_bytes < least.plan.workspace_bytes:
+                return Choice(lw, base, smallest_plan, macs, limit, overhead)
+        return Choice(least, base, Plan(), macs, limit, overhead)
+
+    if to is None:
+        return smallest()
     reached = [alone.plan.workspace_bytes]
-    target: int | None = limit
+    target: int | None = to
     for _ in range(RETRIES):
         plan = planner.within(target, overhead) if target is not None else None
         if plan is None:
             break
-        lw = build(plan)
+        lw = build(plan, to)
         reached.append(lw.plan.workspace_bytes)
-        if lw.plan.workspace_bytes <= limit:
+        if lw.plan.workspace_bytes <= to:
             return Choice(lw, base, plan, macs, limit, overhead)
         target = planner.below(plan.peak_estimate)
-    if not smallest_plan.empty:
-        reached.append(build(smallest_plan).plan.workspace_bytes)
+    reached.append(smallest().lowered.plan.workspace_bytes)
     raise CompileError(
         f"--memory-limit {limit} bytes cannot be met: the smallest peak reachable is {min(reached)} bytes "
         f"(layer-by-layer bound {base.plan.lower_bound_bytes} bytes; row patches, in-place depthwise and kernel "

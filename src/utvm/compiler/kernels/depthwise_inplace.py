@@ -104,7 +104,7 @@ def kernel(ctx: KernelContext) -> KernelCode:
         f"const int32_t output_offset = {int(p.output_zero_point)};",
         f"const int32_t act_min = {int(p.act_min)};",
         f"const int32_t act_max = {int(p.act_max)};",
-        "int8_t* const plane = (int8_t*)(void*)scratch;",
+        f"int8_t* const plane = (int8_t*)(void*){ctx.scratch};",
         "/* the border: the input zero point ((x - zp) * w = 0, TFLite's skipped taps), for every channel */",
         for_loop("i", 0, ph * pw, f"plane[i] = (int8_t){zp};"),
         for_loop("b", 0, n, [
